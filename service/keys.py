@@ -1,0 +1,65 @@
+"""Every Redis key, stream and group the service uses, with its expiry: the data model in one screen.
+
+All keys start with the configured prefix (TRIAGE_REDIS_PREFIX, default "triage") so that tests
+and several deployments can share one Redis.
+
+| key                         | type   | holds                                                    | expiry             |
+|-----------------------------|--------|----------------------------------------------------------|--------------------|
+| {p}:tickets                 | stream | one entry per accepted ticket: field `id`                | trimmed by workers |
+| group "workers" on it       |        | consumer group; pending entries are claimed when idle    |                    |
+| {p}:ticket:{id}             | hash   | status, request (JSON), l1 (JSON), result (JSON), times  | result_ttl_s       |
+| {p}:features:{id}           | string | msgpack {question: float32 bytes}: L2 hidden states       | result_ttl_s       |
+| {p}:queue:{yellow|red|audit}| zset   | ticket ids waiting for an operator, score = accepted at  | none               |
+| {p}:decisions               | stream | operator decisions (field `data`: Decision JSON)          | none (the labels)  |
+| {p}:deadletter              | stream | tickets that failed max_deliveries times                 | none               |
+| {p}:idem:{key}              | string | "<ticket id> <payload sha256>"                            | idempotency_ttl_s  |
+| {p}:heartbeat:{worker}      | string | JSON {model, sha256, pid, at}                             | heartbeat_ttl_s    |
+| {p}:callbacks               | stream | callbacks to deliver (field `id`)                         | trimmed            |
+| {p}:callbacks:dead          | stream | callbacks that failed every attempt                       | none               |
+| {p}:results                 | stream | ids of finished tickets, newest last (audit sampling)     | trimmed ~100k      |
+| {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time    | none               |
+| {p}:audit:verdicts:{key}    | string | cached judge verdict (JSON)                               | none               |
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+WORKER_GROUP = "workers"
+QUEUES = ("yellow", "red", "audit")
+Queue = Literal["yellow", "red", "audit"]
+
+
+class Keys:
+    """Key names under one prefix."""
+
+    def __init__(self, prefix: str = "triage") -> None:
+        self.prefix = prefix
+        self.stream = f"{prefix}:tickets"
+        self.decisions = f"{prefix}:decisions"
+        self.deadletter = f"{prefix}:deadletter"
+        self.callbacks = f"{prefix}:callbacks"
+        self.callbacks_dead = f"{prefix}:callbacks:dead"
+        self.results = f"{prefix}:results"
+        self.audit_state = f"{prefix}:audit:state"
+
+    def ticket(self, ticket_id: str) -> str:
+        return f"{self.prefix}:ticket:{ticket_id}"
+
+    def features(self, ticket_id: str) -> str:
+        return f"{self.prefix}:features:{ticket_id}"
+
+    def queue(self, name: str) -> str:
+        return f"{self.prefix}:queue:{name}"
+
+    def idempotency(self, key: str) -> str:
+        return f"{self.prefix}:idem:{key}"
+
+    def heartbeat(self, worker: str) -> str:
+        return f"{self.prefix}:heartbeat:{worker}"
+
+    def heartbeat_pattern(self) -> str:
+        return f"{self.prefix}:heartbeat:*"
+
+    def audit_verdict(self, cache_key: str) -> str:
+        return f"{self.prefix}:audit:verdicts:{cache_key}"

