@@ -1,0 +1,111 @@
+"""The judge's rubric as data: load prompts/judge/, hash it, and apply its verdict rule.
+
+The rubric folder holds `context.md` (what the judge is told, the cached prefix) and
+`rubric.yaml` (criteria and verdict rule). Its sha256 covers every file in the folder, names
+included, so that changing one word anywhere invalidates cached verdicts and the calibration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import yaml
+
+Verdict = Literal["acceptable", "unacceptable"]
+CriterionKind = Literal["eliminatory", "secondary"]
+LevelName = Literal["green", "yellow", "red"]
+
+DEFAULT_RUBRIC_DIR = Path(__file__).resolve().parents[2] / "prompts" / "judge"
+
+
+class RubricError(ValueError):
+    """The rubric folder is missing a file or a file does not validate; the message says where."""
+
+
+class Criterion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    kind: CriterionKind
+    applies_to: tuple[LevelName, ...]
+    fails_if: Literal["yes", "no"]
+    question: str
+
+
+class VerdictRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    eliminatory_failures: int  # this many eliminatory failures -> unacceptable
+    secondary_failures: int  # this many secondary failures -> unacceptable
+
+
+class RubricFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    version: int
+    verdict_rule: VerdictRule
+    criteria: tuple[Criterion, ...]
+
+
+class Rubric(msgspec.Struct, frozen=True):
+    """The loaded rubric: criteria in evaluation order, the judge's context, and the folder hash."""
+
+    version: int
+    context: str
+    criteria: tuple[Criterion, ...]
+    verdict_rule: VerdictRule
+    sha256: str
+
+    def criterion(self, criterion_id: str) -> Criterion:
+        for criterion in self.criteria:
+            if criterion.id == criterion_id:
+                return criterion
+        raise KeyError(criterion_id)
+
+    def applicable(self, level: str) -> tuple[Criterion, ...]:
+        """The criteria that can fail at `level`; the others pass by construction."""
+        return tuple(c for c in self.criteria if level in c.applies_to)
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over every regular file under `folder`: relative path, NUL, bytes, NUL, in order."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if "__pycache__" in path.parts or path.name.startswith("."):
+            continue  # editor swap files and caches are not part of the rubric
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
+    folder = Path(folder)
+    rubric_path, context_path = folder / "rubric.yaml", folder / "context.md"
+    for required in (rubric_path, context_path):
+        if not required.is_file():
+            raise RubricError(f"{required}: missing (the rubric folder needs rubric.yaml and "
+                              "context.md)")
+    try:
+        raw = yaml.safe_load(rubric_path.read_text(encoding="utf-8"))
+        parsed = msgspec.convert(raw, RubricFile)
+    except (yaml.YAMLError, msgspec.ValidationError) as exc:
+        raise RubricError(f"{rubric_path}: {exc}") from None
+    ids = [c.id for c in parsed.criteria]
+    if len(set(ids)) != len(ids):
+        raise RubricError(f"{rubric_path}: criterion ids must be unique, got {ids}")
+    kinds = {c.kind for c in parsed.criteria}
+    if kinds != {"eliminatory", "secondary"}:
+        raise RubricError(f"{rubric_path}: expected eliminatory and secondary criteria, got "
+                          f"{sorted(kinds)}")
+    rule = parsed.verdict_rule
+    if rule.eliminatory_failures < 1 or rule.secondary_failures < 1:
+        raise RubricError(f"{rubric_path}: verdict_rule thresholds must be at least 1, got {rule}")
+    return Rubric(version=parsed.version, context=context_path.read_text(encoding="utf-8").strip(),
+                  criteria=parsed.criteria, verdict_rule=rule, sha256=folder_sha256(folder))
+
+
+def apply_verdict_rule(rubric: Rubric, failed: list[str] | tuple[str, ...]) -> Verdict:
+    """The rubric's explicit rule: enough eliminatory or secondary failures -> unacceptable."""
+    eliminatory = sum(1 for c in failed if rubric.criterion(c).kind == "eliminatory")
+    secondary = sum(1 for c in failed if rubric.criterion(c).kind == "secondary")
+    rule = rubric.verdict_rule
+    if eliminatory >= rule.eliminatory_failures or secondary >= rule.secondary_failures:
+        return "unacceptable"
+    return "acceptable"
