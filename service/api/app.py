@@ -1,0 +1,149 @@
+"""The Litestar application factory: routes, error mapping, metrics middleware, lifespan."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+import structlog
+from litestar import Litestar, MediaType, Request, Response
+from litestar.datastructures import State
+from litestar.exceptions import (HTTPException, NotAuthorizedException, NotFoundException,
+                                 PermissionDeniedException, ValidationException)
+from litestar.openapi import OpenAPIConfig
+from litestar.status_codes import HTTP_413_REQUEST_ENTITY_TOO_LARGE
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from .. import metrics
+from ..errors import StoreUnavailable, TriageError
+from ..keys import Keys
+from ..settings import Settings
+from ..store import AsyncStore
+from .auth import TokenBucket, TokenTable
+from .health import healthz, metrics_endpoint, readyz
+from .operators import list_queue, record_decision
+from .schemas import Problem
+from .sessions import SessionSigner
+from .tickets import create_ticket, read_ticket
+
+log = structlog.get_logger()
+PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/schema")
+
+
+def problem(status: int, type_: str, title: str, detail: str, field: str | None = None,
+            errors: list[dict[str, str]] | None = None,
+            headers: dict[str, str] | None = None) -> Response[Problem]:
+    body = Problem(type=f"urn:triage:problem:{type_}", title=title, status=status, detail=detail,
+                   field=field, errors=errors or [])
+    return Response(body, status_code=status, media_type="application/problem+json",
+                    headers=headers or {})
+
+
+def _validation_problem(_: Request, exc: ValidationException) -> Response[Problem]:
+    errors = []
+    for item in exc.extra or []:
+        if isinstance(item, dict):
+            errors.append({k: str(v) for k, v in item.items() if k in ("key", "message", "source")})
+    field = next((e["key"] for e in errors if e.get("key")), None)
+    detail = "; ".join(e.get("message", "") for e in errors) or str(exc.detail)
+    if "utf-8" in detail.lower() or "decode" in detail.lower():
+        detail = f"the body is not valid UTF-8 JSON: {detail}"
+    return problem(400, "invalid-request", "The request is not valid", detail, field, errors)
+
+
+def _triage_problem(_: Request, exc: TriageError) -> Response[Problem]:
+    return problem(exc.status, exc.type, exc.title, exc.detail, exc.field, exc.errors, exc.headers)
+
+
+def _redis_problem(_: Request, exc: redis.RedisError) -> Response[Problem]:
+    log.error("redis_unavailable", error=type(exc).__name__)
+    err = StoreUnavailable("Redis did not answer; the request was not accepted, retry later")
+    return problem(err.status, err.type, err.title, err.detail, headers={"Retry-After": "5"})
+
+
+def _http_problem(_: Request, exc: HTTPException) -> Response[Problem]:
+    status = exc.status_code
+    if status == HTTP_413_REQUEST_ENTITY_TOO_LARGE:
+        return problem(413, "too-large", "The request is too large", "the request body exceeds "
+                       "the limit (TRIAGE_MAX_REQUEST_BYTES)")
+    kinds = {NotFoundException: "not-found", NotAuthorizedException: "unauthorized",
+             PermissionDeniedException: "forbidden"}
+    kind = next((v for k, v in kinds.items() if isinstance(exc, k)), "http-error")
+    return problem(status, kind, str(exc.detail), str(exc.detail), headers=exc.headers)
+
+
+def _internal_problem(_: Request, exc: Exception) -> Response[Problem]:
+    log.exception("unhandled_error", error=type(exc).__name__)
+    return problem(500, "internal", "Internal error", "an unexpected error; it has been logged")
+
+
+def metrics_middleware(app: ASGIApp) -> ASGIApp:
+    """Counts requests by route template and status, and times them."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status_holder = {"status": 500}
+
+        async def send_wrapper(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status_holder["status"] = message["status"]
+            await send(message)
+
+        structlog.contextvars.clear_contextvars()
+        request_id = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode()[:64]
+        structlog.contextvars.bind_contextvars(request_id=request_id or f"r{time.time_ns():x}")
+        try:
+            await app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("path_template") or "unmatched"
+            metrics.requests_total.labels(route=route, status=str(status_holder["status"])).inc()
+            metrics.request_seconds.labels(route=route).observe(time.perf_counter() - started)
+
+    return middleware
+
+
+def create_app(settings: Settings, redis_url: str, rules: Any, extra_route_handlers: list | None = None) -> Litestar:
+    """Build the app. `rules` is the L1 pack holder (evaluate(text) -> L1Result, reload())."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar):
+        client = aioredis.Redis.from_url(redis_url, socket_timeout=2.0,
+                                         socket_connect_timeout=2.0, health_check_interval=10)
+        app.state.store = AsyncStore(client, Keys(settings.redis_prefix), settings.result_ttl_s,
+                                     settings.idempotency_ttl_s, settings.stream_max_len)
+        try:
+            yield
+        finally:
+            await client.aclose()
+
+    state = State({
+        "settings": settings,
+        "rules": rules,
+        "tokens": TokenTable(settings.ingest_tokens, settings.operator_tokens),
+        "rate_limiter": TokenBucket(settings.ingest_rate_per_s, settings.ingest_burst),
+        "sessions": SessionSigner(settings.operator_tokens),
+    })
+    return Litestar(
+        route_handlers=[create_ticket, read_ticket, list_queue, record_decision, healthz, readyz,
+                        metrics_endpoint, *(extra_route_handlers or [])],
+        lifespan=[lifespan],
+        state=state,
+        middleware=[metrics_middleware],
+        exception_handlers={
+            TriageError: _triage_problem,
+            ValidationException: _validation_problem,
+            redis.RedisError: _redis_problem,
+            HTTPException: _http_problem,
+            Exception: _internal_problem,
+        },
+        request_max_body_size=settings.max_request_bytes,
+        openapi_config=OpenAPIConfig(title="triage", version="0.1.0", path="/schema",
+                                     description="Ticket triage: L1 rules + L2 logits classifier"),
+        debug=False,
+    )

