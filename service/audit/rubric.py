@@ -41,6 +41,9 @@ class VerdictRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class RubricFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: int
     verdict_rule: VerdictRule
+    ticket_template: str  # placeholder {text}
+    decision_line: str  # placeholders {level} {category} {urgency}
+    pairwise_question: str  # placeholders {first} {second}
     criteria: tuple[Criterion, ...]
 
 
@@ -51,7 +54,20 @@ class Rubric(msgspec.Struct, frozen=True):
     context: str
     criteria: tuple[Criterion, ...]
     verdict_rule: VerdictRule
+    ticket_template: str
+    decision_line: str
+    pairwise_question: str
     sha256: str
+
+    def render_ticket(self, text: str) -> str:
+        return self.ticket_template.format(text=text)
+
+    def render_decision(self, text: str, level: str, category: str | None,
+                        urgency: int | None) -> str:
+        unknown = "not given"
+        line = self.decision_line.format(level=level, category=category or unknown,
+                                         urgency=unknown if urgency is None else urgency)
+        return f"{self.render_ticket(text)}\n{line}"
 
     def criterion(self, criterion_id: str) -> Criterion:
         for criterion in self.criteria:
@@ -97,8 +113,16 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
     rule = parsed.verdict_rule
     if rule.eliminatory_failures < 1 or rule.secondary_failures < 1:
         raise RubricError(f"{rubric_path}: verdict_rule thresholds must be at least 1, got {rule}")
+    for template, names in ((parsed.ticket_template, ("{text}",)),
+                            (parsed.decision_line, ("{level}", "{category}", "{urgency}")),
+                            (parsed.pairwise_question, ("{first}", "{second}"))):
+        missing = [name for name in names if name not in template]
+        if missing:
+            raise RubricError(f"{rubric_path}: template {template[:40]!r}... lacks {missing}")
     return Rubric(version=parsed.version, context=context_path.read_text(encoding="utf-8").strip(),
-                  criteria=parsed.criteria, verdict_rule=rule, sha256=folder_sha256(folder))
+                  criteria=parsed.criteria, verdict_rule=rule,
+                  ticket_template=parsed.ticket_template, decision_line=parsed.decision_line,
+                  pairwise_question=parsed.pairwise_question, sha256=folder_sha256(folder))
 
 
 def apply_verdict_rule(rubric: Rubric, failed: list[str] | tuple[str, ...]) -> Verdict:
