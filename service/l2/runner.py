@@ -1,0 +1,525 @@
+"""The resident model: one llama.cpp context, a KV prefix cache, and one-token answer readouts.
+
+Nothing is evaluated twice:
+- level 1, a *prefix* (chat template head + system context + ticket intro) is evaluated once into
+  its own KV sequence and kept there (a few prefixes may be cached, least recently used evicted);
+- level 2, each ticket is evaluated once on a sequence copied from the prefix (`llama_memory_seq_cp`
+  shares the cells; nothing is recomputed);
+- level 3, each question adds only its suffix on top of the ticket: either all questions in one
+  `llama_decode` batch as parallel sequences (mode "parallel"), or one after the other on the
+  ticket's sequence with a rewind (`llama_memory_seq_rm`, mode "rewind").
+
+The answer position is decoded with embeddings output switched on (pooling NONE) so that the
+final hidden state comes out of the same forward pass as the logits. Embeddings stay off for
+everything else, because llama.cpp outputs (and projects to the vocabulary) every token of a
+batch while embeddings are on.
+
+A deadline bounds every call: it is checked between decode calls and, inside a long decode, by
+llama.cpp's abort callback, so a slow ticket cannot hold the worker forever.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import numpy as np
+import structlog
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+log = structlog.get_logger()
+
+_TICKET_MARK = "\u2063\u2063TRIAGE-STATE\u2063\u2063"
+_QUESTION_MARK = "\u2063\u2063TRIAGE-QUESTION\u2063\u2063"
+THINK_OPEN = "<think>"
+THINK_CLOSE_BLOCK = "<think>\n\n</think>\n\n"  # an empty thinking block, appended when opened
+
+
+class RunnerError(RuntimeError):
+    """The model could not be loaded or a decode failed."""
+
+
+class AliasError(ValueError):
+    """An answer alias is not exactly one token of the model's vocabulary."""
+
+
+class DeadlineExceeded(RuntimeError):
+    """The per-ticket deadline passed (between decode calls or inside one, via abort)."""
+
+
+@dataclass
+class Prefix:
+    """A cached level-1 prefix: its KV sequence and its length in tokens."""
+
+    seq: int
+    tokens: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass
+class State:
+    """A ticket evaluated on top of a prefix (level 2): questions branch from here."""
+
+    prefix: Prefix
+    seq: int
+    n_past: int  # prefix + ticket tokens in the sequence
+    tokens_evaluated: int  # ticket tokens only
+
+
+@dataclass
+class Readout:
+    """What one question's answer position gives: logits (vocabulary) and the hidden state."""
+
+    logits: np.ndarray  # float32 (n_vocab,)
+    hidden: np.ndarray  # float32 (n_embd,)
+    tokens: int  # suffix tokens evaluated for this question (incl. an appended think block)
+    thought: bool = False  # the model opened a thinking block; an empty one was appended
+
+
+@dataclass
+class Stats:
+    """Counters that prove the caching: the prefix must be evaluated once per context."""
+
+    prefix_evaluations: int = 0
+    prefix_tokens: int = 0
+    tokens: int = 0  # every token evaluated (prefix, tickets, suffixes, generation)
+    decode_calls: int = 0
+    aborts: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class ChatTemplate:
+    """The GGUF's own chat template (tokenizer.chat_template), rendered with jinja2."""
+
+    def __init__(self, source: str, bos_token: str = "", eos_token: str = "") -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            loader=jinja2.BaseLoader())
+        env.globals["raise_exception"] = _raise_template_error
+        env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+        self.source = source
+        self._template = env.from_string(source)
+        self._bos = bos_token
+        self._eos = eos_token
+
+    def render(self, system: str, user: str) -> str:
+        """System + user turn, the assistant turn left open (add_generation_prompt)."""
+        return self._template.render(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
+
+    def layout(self, system: str, intro: str, outro: str) -> tuple[str, str, str]:
+        """(head, between, tail): head + STATE + between + QUESTION + tail is the full prompt."""
+        text = self.render(system, intro + _TICKET_MARK + outro + _QUESTION_MARK)
+        if text.count(_TICKET_MARK) != 1 or text.count(_QUESTION_MARK) != 1:
+            raise RunnerError("the chat template does not pass the user content through verbatim")
+        head, rest = text.split(_TICKET_MARK)
+        between, tail = rest.split(_QUESTION_MARK)
+        return head, between, tail
+
+
+def _raise_template_error(message: str) -> None:
+    raise jinja2.TemplateError(message)
+
+
+_llama = None  # the llama_cpp module, imported on first use (import is slow and loads libllama)
+_log_callback = None
+
+
+def _lib():
+    global _llama, _log_callback
+    if _llama is None:
+        import llama_cpp
+
+        @llama_cpp.llama_log_callback
+        def _quiet(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+            # llama.cpp logs every load step on stderr; keep errors only (GGML_LOG_LEVEL_ERROR=4).
+            if level == 4 and text:
+                log.warning("llama_cpp", message=text.decode("utf-8", "replace").strip())
+
+        _log_callback = _quiet  # the C side keeps a raw pointer: keep the object alive
+        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+        _llama = llama_cpp
+    return _llama
+
+
+class Runner:
+    """Owns one model and one context; not thread-safe by itself: hold `lock` around a ticket."""
+
+    def __init__(self, model_path: str | Path, *, n_threads: int, n_ctx: int = 4096,
+                 n_batch: int = 512, n_seq_max: int = 32, max_prefixes: int = 2) -> None:
+        L = _lib()
+        self.model_path = Path(model_path)
+        if not self.model_path.is_file():
+            raise RunnerError(f"model file not found: {self.model_path}")
+        self.lock = threading.RLock()
+        self.stats = Stats()
+        self.memo: dict = {}  # tokenised layouts, suffixes and alias ids, keyed by their text
+        self._deadline: float | None = None
+        mparams = L.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        self._model = L.llama_model_load_from_file(str(self.model_path).encode(), mparams)
+        if not self._model:
+            raise RunnerError(f"llama.cpp could not load {self.model_path}")
+        self._vocab = L.llama_model_get_vocab(self._model)
+        self.n_vocab = int(L.llama_vocab_n_tokens(self._vocab))
+        self.n_embd = int(L.llama_model_n_embd_out(self._model))
+        cparams = L.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_seq_max = n_seq_max
+        cparams.n_threads = n_threads
+        cparams.n_threads_batch = n_threads
+        cparams.embeddings = False  # switched on only for answer positions (see module doc)
+        cparams.pooling_type = L.LLAMA_POOLING_TYPE_NONE
+        cparams.kv_unified = True  # one KV buffer: seq_cp shares cells instead of copying them
+        cparams.no_perf = True
+        self._ctx = L.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            L.llama_model_free(self._model)
+            raise RunnerError(f"llama.cpp could not create a context (n_ctx={n_ctx})")
+        self.n_ctx = int(L.llama_n_ctx(self._ctx))
+        self.n_batch = n_batch
+        self.n_threads = n_threads
+        self.n_seq_max = n_seq_max
+        self._mem = L.llama_get_memory(self._ctx)
+        self._embeddings = False
+        self._batch = L.llama_batch_init(n_batch, 0, 1)
+        self._abort_cb = L.ggml_abort_callback(self._should_abort)
+        L.llama_set_abort_callback(self._ctx, self._abort_cb, ctypes.c_void_p(0))
+        self._max_prefixes = max_prefixes
+        self._prefixes: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
+        self._state_seq = max_prefixes  # the ticket's sequence
+        self._branch_seqs = list(range(max_prefixes + 1, n_seq_max))  # question sequences
+        self.template = ChatTemplate(self.meta("tokenizer.chat_template") or "",
+                                     bos_token=self._special_text(L.llama_vocab_bos(self._vocab)),
+                                     eos_token=self._special_text(L.llama_vocab_eos(self._vocab)))
+        if not self.template.source:
+            raise RunnerError(f"{self.model_path.name} carries no tokenizer.chat_template")
+        self._add_bos = bool(L.llama_vocab_get_add_bos(self._vocab))
+        think = self.tokenize(THINK_OPEN, special=True)
+        self.think_token: int | None = think[0] if len(think) == 1 else None
+
+    # ------------------------------------------------------------------ vocabulary
+    def meta(self, key: str) -> str | None:
+        L = _lib()
+        size = 1 << 16
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = L.llama_model_meta_val_str(self._model, key.encode(), buf, size)
+            if n < 0:
+                return None
+            if n < size:
+                return buf.raw[:n].decode("utf-8")
+            size = n + 1
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Tokens of `text`; `special` parses control-token text (templates only, never tickets)."""
+        L = _lib()
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (L.llama_token * cap)()
+        n = L.llama_tokenize(self._vocab, data, len(data), buf, cap, False, special)
+        if n < 0:
+            cap = -n
+            buf = (L.llama_token * cap)()
+            n = L.llama_tokenize(self._vocab, data, len(data), buf, cap, False, special)
+        return list(buf[:n])
+
+    def piece(self, token: int, *, special: bool = True) -> str:
+        return self._piece_bytes(token, special).decode("utf-8", "replace")
+
+    def _piece_bytes(self, token: int, special: bool) -> bytes:
+        L = _lib()
+        buf = ctypes.create_string_buffer(64)
+        n = L.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = L.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self._piece_bytes(t, False) for t in tokens).decode("utf-8", "replace")
+
+    def _special_text(self, token: int) -> str:
+        return self.piece(token) if token >= 0 else ""
+
+    def alias_token(self, alias: str) -> int:
+        """The single token that spells `alias`; AliasError if the vocabulary splits it."""
+        tokens = self.tokenize(alias)
+        if len(tokens) != 1:
+            pieces = [self.piece(t) for t in tokens]
+            raise AliasError(f"answer alias {alias!r} is {len(tokens)} tokens {pieces} in "
+                             f"{self.model_path.name}; every alias must be exactly one token")
+        return tokens[0]
+
+    def prompt_tokens(self, head: str) -> list[int]:
+        """Tokens of a rendered template head, with BOS when the model wants one."""
+        tokens = self.tokenize(head, special=True)
+        bos = _lib().llama_vocab_bos(self._vocab)
+        if self._add_bos and bos >= 0 and (not tokens or tokens[0] != bos):
+            tokens = [bos] + tokens
+        return tokens
+
+    # ------------------------------------------------------------------ decoding
+    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
+        deadline = self._deadline
+        return deadline is not None and time.monotonic() > deadline
+
+    def _set_embeddings(self, on: bool) -> None:
+        if on != self._embeddings:
+            _lib().llama_set_embeddings(self._ctx, on)
+            self._embeddings = on
+
+    def _decode(self, entries: list[tuple[int, int, int, bool]], *, embeddings: bool = False,
+                deadline: float | None = None) -> list[int]:
+        """Decode (token, pos, seq, output) entries in n_batch chunks; returns output indices.
+
+        Output indices refer to the last chunk: callers put every output in one final call.
+        """
+        L = _lib()
+        out_index: list[int] = []
+        self._set_embeddings(embeddings)
+        batch = self._batch
+        for start in range(0, len(entries), self.n_batch):
+            if deadline is not None and time.monotonic() > deadline:
+                raise DeadlineExceeded("deadline passed between decode calls")
+            chunk = entries[start:start + self.n_batch]
+            out_index = []
+            for i, (token, pos, seq, output) in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = pos
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = seq
+                batch.logits[i] = 1 if output else 0
+                if output:
+                    out_index.append(i)
+            batch.n_tokens = len(chunk)
+            self._deadline = deadline
+            try:
+                rc = L.llama_decode(self._ctx, batch)
+            finally:
+                self._deadline = None
+            self.stats.decode_calls += 1
+            if rc == 2:
+                self.stats.aborts += 1
+                raise DeadlineExceeded("deadline passed during a decode (aborted)")
+            if rc != 0:
+                raise RunnerError(f"llama_decode failed with code {rc}")
+            self.stats.tokens += len(chunk)
+        return out_index
+
+    def _logits(self, index: int) -> np.ndarray:
+        ptr = _lib().llama_get_logits_ith(self._ctx, index)
+        if not ptr:
+            raise RunnerError(f"no logits at batch index {index}")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def _hidden(self, index: int) -> np.ndarray:
+        ptr = _lib().llama_get_embeddings_ith(self._ctx, index)
+        if not ptr:
+            raise RunnerError(f"no hidden state at batch index {index}")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).astype(np.float32, copy=True)
+
+    def _rm(self, seq: int, p0: int = -1, p1: int = -1) -> None:
+        _lib().llama_memory_seq_rm(self._mem, seq, p0, p1)
+
+    def _pos_max(self, seq: int) -> int:
+        return int(_lib().llama_memory_seq_pos_max(self._mem, seq))
+
+    # ------------------------------------------------------------------ level 1: prefixes
+    def prefix(self, tokens: list[int]) -> Prefix:
+        """The cached prefix for these tokens, evaluated now if it is not cached."""
+        key = tuple(tokens)
+        cached = self._prefixes.get(key)
+        if cached is not None and self._pos_max(cached.seq) == cached.n - 1:
+            self._prefixes.move_to_end(key)
+            return cached
+        if cached is not None:  # its cells were lost (failed decode): evaluate it again
+            log.warning("l2_prefix_lost", seq=cached.seq, tokens=cached.n)
+            del self._prefixes[key]
+        used = {p.seq for p in self._prefixes.values()}
+        if len(used) >= self._max_prefixes:
+            _, evicted = self._prefixes.popitem(last=False)
+            self._rm(evicted.seq)
+            used.discard(evicted.seq)
+        seq = min(set(range(self._max_prefixes)) - used)
+        self._rm(seq)
+        prefix = Prefix(seq=seq, tokens=key)
+        try:
+            self._decode([(t, i, seq, False) for i, t in enumerate(key)])
+        except Exception:
+            self._rm(seq)
+            raise
+        self.stats.prefix_evaluations += 1
+        self.stats.prefix_tokens += len(key)
+        self._prefixes[key] = prefix
+        log.info("l2_prefix_evaluated", seq=seq, tokens=len(key))
+        return prefix
+
+    def cached_prefix_tokens(self) -> int:
+        return sum(p.n for p in self._prefixes.values())
+
+    # ------------------------------------------------------------------ level 2: the state
+    def open_state(self, prefix: Prefix, tokens: list[int], deadline: float | None = None) -> State:
+        """Evaluate a ticket once on a copy of the prefix sequence."""
+        self.close_state()
+        seq = self._state_seq
+        _lib().llama_memory_seq_cp(self._mem, prefix.seq, seq, -1, -1)
+        try:
+            self._decode([(t, prefix.n + i, seq, False) for i, t in enumerate(tokens)],
+                         deadline=deadline)
+        except Exception:
+            self.close_state()
+            raise
+        return State(prefix=prefix, seq=seq, n_past=prefix.n + len(tokens),
+                     tokens_evaluated=len(tokens))
+
+    def close_state(self) -> None:
+        """Drop the ticket and every question branch; the prefixes stay."""
+        self._rm(self._state_seq)
+        for seq in self._branch_seqs:
+            self._rm(seq)
+
+    # ------------------------------------------------------------------ level 3: questions
+    @property
+    def max_branches(self) -> int:
+        return len(self._branch_seqs)
+
+    def ask(self, state: State, suffixes: dict[str, list[int]], *, mode: str = "parallel",
+            deadline: float | None = None) -> dict[str, Readout]:
+        """Read each question's answer position; the state is left as it was."""
+        if mode == "parallel":
+            return self._ask_parallel(state, suffixes, deadline)
+        if mode == "rewind":
+            return self._ask_rewind(state, suffixes, deadline)
+        raise ValueError(f"mode must be 'parallel' or 'rewind', got {mode!r}")
+
+    def _ask_parallel(self, state: State, suffixes: dict[str, list[int]],
+                      deadline: float | None) -> dict[str, Readout]:
+        L = _lib()
+        if len(suffixes) > len(self._branch_seqs):
+            raise RunnerError(f"{len(suffixes)} questions but only {len(self._branch_seqs)} "
+                              "parallel sequences (raise n_seq_max)")
+        names = list(suffixes)
+        seqs = dict(zip(names, self._branch_seqs, strict=False))
+        try:
+            for name in names:
+                self._rm(seqs[name])
+                L.llama_memory_seq_cp(self._mem, state.seq, seqs[name], -1, -1)
+            body = [(t, state.n_past + i, seqs[n], False)
+                    for n in names for i, t in enumerate(suffixes[n][:-1])]
+            if body:
+                self._decode(body, deadline=deadline)
+            last = [(suffixes[n][-1], state.n_past + len(suffixes[n]) - 1, seqs[n], True)
+                    for n in names]
+            idx = self._decode(last, embeddings=True, deadline=deadline)
+            out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]))
+                   for n, i in zip(names, idx, strict=True)}
+            for n in names:
+                if self._opened_thinking(out[n]):
+                    out[n] = self._close_thinking(seqs[n], state.n_past + len(suffixes[n]),
+                                                  out[n], deadline)
+            return out
+        finally:
+            for name in names:
+                self._rm(seqs[name])
+
+    def _ask_rewind(self, state: State, suffixes: dict[str, list[int]],
+                    deadline: float | None) -> dict[str, Readout]:
+        out: dict[str, Readout] = {}
+        try:
+            for name, suffix in suffixes.items():
+                body = [(t, state.n_past + i, state.seq, False) for i, t in enumerate(suffix[:-1])]
+                if body:
+                    self._decode(body, deadline=deadline)
+                (i,) = self._decode([(suffix[-1], state.n_past + len(suffix) - 1, state.seq, True)],
+                                    embeddings=True, deadline=deadline)
+                readout = Readout(self._logits(i), self._hidden(i), len(suffix))
+                if self._opened_thinking(readout):
+                    readout = self._close_thinking(state.seq, state.n_past + len(suffix), readout,
+                                                   deadline)
+                out[name] = readout
+                self._rm(state.seq, state.n_past, -1)
+        finally:
+            self._rm(state.seq, state.n_past, -1)
+        return out
+
+    def _opened_thinking(self, readout: Readout) -> bool:
+        return self.think_token is not None and int(np.argmax(readout.logits)) == self.think_token
+
+    def _close_thinking(self, seq: int, pos: int, readout: Readout,
+                        deadline: float | None) -> Readout:
+        """The model wants to think first: append an empty thinking block, read after it."""
+        block = self.tokenize(THINK_CLOSE_BLOCK, special=True)
+        if block[:1] != [self.think_token]:
+            block = [self.think_token] + block
+        if block[:-1]:
+            self._decode([(t, pos + i, seq, False) for i, t in enumerate(block[:-1])],
+                         deadline=deadline)
+        (i,) = self._decode([(block[-1], pos + len(block) - 1, seq, True)], embeddings=True,
+                            deadline=deadline)
+        return Readout(self._logits(i), self._hidden(i), readout.tokens + len(block), True)
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, state: State, suffix: list[int], grammar: str, *, max_tokens: int = 96,
+                 deadline: float | None = None) -> tuple[str, int]:
+        """Greedy generation under a GBNF grammar on a branch of the state: (text, tokens)."""
+        L = _lib()
+        seq = self._branch_seqs[0]
+        chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
+        gram = L.llama_sampler_init_grammar(self._vocab, grammar.encode(), b"root")
+        if not gram:
+            L.llama_sampler_free(chain)
+            raise RunnerError("llama.cpp rejected the grammar")
+        L.llama_sampler_chain_add(chain, gram)
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_greedy())
+        evaluated = 0
+        try:
+            self._rm(seq)
+            L.llama_memory_seq_cp(self._mem, state.seq, seq, -1, -1)
+            pos = state.n_past
+            entries = [(t, pos + i, seq, i == len(suffix) - 1) for i, t in enumerate(suffix)]
+            self._decode(entries[:-1], deadline=deadline)
+            self._decode(entries[-1:], deadline=deadline)
+            evaluated += len(suffix)
+            pos += len(suffix)
+            out: list[int] = []
+            for _ in range(max_tokens):
+                token = int(L.llama_sampler_sample(chain, self._ctx, -1))
+                if L.llama_vocab_is_eog(self._vocab, token):
+                    break
+                out.append(token)
+                self._decode([(token, pos, seq, True)], deadline=deadline)
+                evaluated += 1
+                pos += 1
+            return self.detokenize(out), evaluated
+        finally:
+            L.llama_sampler_free(chain)
+            self._rm(seq)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        L = _lib()
+        if getattr(self, "_ctx", None):
+            L.llama_batch_free(self._batch)
+            L.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            L.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:  # a worker keeps one Runner for its life; tests create a few
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
