@@ -95,6 +95,8 @@ class CallbackSender:
         except Exception as error:  # a bug here must not kill the sender thread
             log.exception("callback_error", ticket_id=ticket_id, error=type(error).__name__)
             outcome = "error"
+        if outcome == "interrupted":
+            return
         pipe = self.client.pipeline(transaction=True)
         if outcome != "delivered":
             pipe.xadd(self.keys.callbacks_dead, {"id": ticket_id, "outcome": outcome,
@@ -105,7 +107,7 @@ class CallbackSender:
         metrics.callbacks_total.labels(outcome=outcome).inc()
 
     def deliver(self, ticket_id: str) -> str:
-        """POST the stored result; returns delivered | refused | gone | failed."""
+        """POST the stored result: delivered | refused | gone | failed | interrupted."""
         stored = self.client.hmget(self.keys.ticket(ticket_id), ["request", "result"])
         if not stored[0] or not stored[1]:
             return "gone"
@@ -132,6 +134,6 @@ class CallbackSender:
                 reason = type(error).__name__
             log.info("callback_retry", ticket_id=ticket_id, attempt=attempt, reason=reason)
             if attempt < self.settings.callback_attempts and self.stop.wait(delay):
-                break
+                return "interrupted"  # shutting down: left pending, another sender retries
             delay *= 2
         return "failed"

@@ -1,0 +1,71 @@
+"""Test support: shared data paths, settings under a private key prefix, the API on real HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from service.settings import PROJECT_ROOT, load_settings
+
+SHARED = Path(os.environ.get("TRIAGE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
+DEV_SET = SHARED / "data" / "tickets" / "dev.jsonl"
+CORPUS = SHARED / "data" / "corpus" / "public-tickets.jsonl"
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+INGEST = "ingest-token-for-tests-0001"
+OPERATOR = "operator-token-for-tests-01"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def make_settings(prefix: str, **overrides):
+    env = {
+        "REDIS_URL": REDIS_URL,
+        "TRIAGE_REDIS_PREFIX": prefix,
+        "TRIAGE_INGEST_TOKENS": INGEST,
+        "TRIAGE_OPERATOR_TOKENS": OPERATOR,
+    }
+    return load_settings(env, **overrides)
+
+
+class ApiServer:
+    """The real app under uvicorn on a free loopback port, in a background thread."""
+
+    def __init__(self, settings, redis_url: str | None = None, extra_routes=None) -> None:
+        import uvicorn
+
+        from service.api import create_app
+        from service.l1 import PackHolder
+
+        self.settings = settings
+        self.holder = PackHolder(settings.rules_dir)
+        self.port = free_port()
+        self.app = create_app(settings, redis_url or settings.redis_url, self.holder,
+                              extra_route_handlers=extra_routes)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
+                                access_log=False, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ApiServer:
+        self.thread.start()
+        deadline = time.time() + 15
+        while not self.server.started:
+            if time.time() > deadline:
+                raise RuntimeError("API did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
