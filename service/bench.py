@@ -1,0 +1,73 @@
+"""`triage bench`: L1 and L2 benchmarks in one run on this machine, written to one JSON file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import msgspec
+
+from .settings import PROJECT_ROOT, load_settings
+
+SHARED = Path(os.environ.get("TRIAGE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
+
+
+def machine() -> dict[str, object]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gib}
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .logs import configure_logging
+
+    settings = load_settings()
+    configure_logging("warning")
+    dev = Path(args.dev)
+    corpus = Path(args.corpus)
+    report: dict[str, object] = {
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": "triage bench " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
+                                               if k in ("json", "tickets") and v),
+        "machine": machine(),
+    }
+    if args.only in ("all", "l1"):
+        from .l1 import bench as l1_bench
+
+        report["l1"] = l1_bench.run(dev, corpus)
+    if args.only in ("all", "l2"):
+        from .l2 import bench as l2_bench
+
+        tickets = _read_jsonl(dev)[: args.tickets]
+        report["l2"] = l2_bench.run(settings, tickets)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
+    print(out.read_text())
+    return 0
+
+
+def register(subparsers) -> None:
+    bench = subparsers.add_parser("bench", help="measure L1 and L2 latency on this machine")
+    bench.add_argument("--json", default="bench/results.json", help="where to write the results")
+    bench.add_argument("--dev", default=str(SHARED / "data" / "tickets" / "dev.jsonl"))
+    bench.add_argument("--corpus", default=str(SHARED / "data" / "corpus" / "public-tickets.jsonl"))
+    bench.add_argument("--tickets", type=int, default=16, help="tickets for the L2 comparison")
+    bench.add_argument("--only", choices=("all", "l1", "l2"), default="all")
+    bench.set_defaults(func=cmd_bench)
