@@ -1,0 +1,365 @@
+"""`triage eval`: the whole pipeline (L1 + L2 + max) offline over a labelled JSONL, with metrics.
+
+The metric maths (accuracy, confusion, false greens, ECE with 15 equal-width bins, percentiles,
+stratified halves) are pure functions over plain rows, so they are tested without a model and
+re-run on a stored ROWS file (`summarize`). Only `run_eval` touches L1 and the model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from service.results import LEVEL_ORDER, RED_FLAGS, Answer, max_level, ticket_text
+
+LEVELS = ("green", "yellow", "red")
+N_BINS = 15
+
+
+class LabelledTicket(msgspec.Struct, forbid_unknown_fields=True):
+    """One record of the policy's labelled format."""
+
+    id: str
+    body: str
+    risk: str
+    subject: str | None = None
+    language: str = ""
+    flags: dict[str, bool] = {}
+    category: str | None = None
+    urgency: int | None = None
+    note: str | None = None
+
+
+def load_records(path: str | Path) -> list[LabelledTicket]:
+    """Read and validate a labelled JSONL; errors name the line."""
+    records = []
+    decoder = msgspec.json.Decoder(LabelledTicket)
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"{path}:{number}: {exc}") from None
+        if record.risk not in LEVELS:
+            raise ValueError(f"{path}:{number}: risk must be one of {LEVELS}, got {record.risk!r}")
+        records.append(record)
+    return records
+
+
+# ---------------------------------------------------------------------- pure metric maths
+def confusion(truth: list[str], predicted: list[str]) -> dict[str, dict[str, int]]:
+    """truth -> predicted -> count, every level present."""
+    table = {t: {p: 0 for p in LEVELS} for t in LEVELS}
+    for t, p in zip(truth, predicted, strict=True):
+        table[t][p] += 1
+    return table
+
+
+def accuracy(truth: list[Any], predicted: list[Any]) -> float | None:
+    pairs = [(t, p) for t, p in zip(truth, predicted, strict=True) if t is not None]
+    if not pairs:
+        return None
+    return sum(t == p for t, p in pairs) / len(pairs)
+
+
+def risk_metrics(truth: list[str], predicted: list[str]) -> dict[str, Any]:
+    """Accuracy and the policy's three error kinds, ordered by cost."""
+    n = len(truth)
+    false_greens = sum(p == "green" and t != "green" for t, p in zip(truth, predicted, strict=True))
+    reds = sum(t == "red" for t in truth)
+    caught = sum(t == "red" and p == "red" for t, p in zip(truth, predicted, strict=True))
+    over = sum(LEVEL_ORDER[p] > LEVEL_ORDER[t] for t, p in zip(truth, predicted, strict=True))
+    return {
+        "n": n,
+        "accuracy": accuracy(truth, predicted) if n else None,
+        "false_greens": false_greens,
+        "missed_reds": reds - caught,
+        "over_escalations": over,
+        "red_recall": caught / reds if reds else None,
+        "confusion": confusion(truth, predicted),
+    }
+
+
+def ece(confidences: list[float], correct: list[bool], n_bins: int = N_BINS) -> float | None:
+    """Expected calibration error: sum over equal-width bins of |accuracy - confidence| * share."""
+    if not confidences:
+        return None
+    bins: dict[int, list[tuple[float, bool]]] = defaultdict(list)
+    for c, ok in zip(confidences, correct, strict=True):
+        bins[min(int(c * n_bins), n_bins - 1)].append((c, ok))
+    total = len(confidences)
+    return sum(abs(sum(ok for _, ok in items) / len(items) - sum(c for c, _ in items) / len(items))
+               * len(items) / total for items in bins.values())
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def halves(rows: list[dict], key: str = "truth") -> tuple[set[str], set[str]]:
+    """A stratified split by id: within each label, ids sorted and dealt tune, holdout, tune..."""
+    tune: set[str] = set()
+    holdout: set[str] = set()
+    by_label: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        by_label[row[key]].append(row["id"])
+    for ids in by_label.values():
+        for i, ticket_id in enumerate(sorted(ids)):
+            (tune if i % 2 == 0 else holdout).add(ticket_id)
+    return tune, holdout
+
+
+def risk_ece(rows: list[dict]) -> float | None:
+    """Top-label ECE of L2's risk distribution against the true risk (logits rows only)."""
+    conf, ok = [], []
+    for row in rows:
+        probs = (row.get("probabilities") or {}).get("risk")
+        if probs:
+            top = max(probs, key=probs.get)
+            conf.append(probs[top])
+            ok.append(top == row["truth"])
+    return ece(conf, ok)
+
+
+def flag_metrics(rows: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per red flag at P(yes) >= 0.5: counts, recall and precision against the labels."""
+    out = {}
+    for flag in RED_FLAGS:
+        tp = fp = fn = 0
+        for row in rows:
+            truth = bool((row.get("flags_truth") or {}).get(flag))
+            p = (row.get("flags") or {}).get(flag)
+            pred = p is not None and p >= 0.5
+            tp += truth and pred
+            fp += pred and not truth
+            fn += truth and not pred
+        out[flag] = {"tp": tp, "fp": fp, "fn": fn,
+                     "recall": tp / (tp + fn) if tp + fn else None,
+                     "precision": tp / (tp + fp) if tp + fp else None}
+    return out
+
+
+def layer_metrics(rows: list[dict], field: str) -> dict[str, Any] | None:
+    present = [r for r in rows if r.get(field) is not None]
+    if not present:
+        return None
+    pred = ["green" if r[field] == "none" else r[field] for r in present]
+    return risk_metrics([r["truth"] for r in present], pred)
+
+
+def summarize(rows: list[dict]) -> dict[str, Any]:
+    """Every metric of OUT.json that comes from the rows alone (no model identity)."""
+    truth = [r["truth"] for r in rows]
+    out = risk_metrics(truth, [r["predicted"] for r in rows])
+    out["category_accuracy"] = accuracy([r.get("category_truth") for r in rows],
+                                        [r.get("category") for r in rows])
+    out["ece_risk"] = risk_ece(rows)
+    languages = sorted({r.get("language") or "?" for r in rows})
+    out["per_language"] = {}
+    for lang in languages:
+        subset = [r for r in rows if (r.get("language") or "?") == lang]
+        m = risk_metrics([r["truth"] for r in subset], [r["predicted"] for r in subset])
+        m.pop("confusion")
+        m["l1_accuracy"] = (layer_metrics(subset, "l1") or {}).get("accuracy")
+        m["l2_accuracy"] = (layer_metrics(subset, "l2") or {}).get("accuracy")
+        out["per_language"][lang] = m
+    out["l1_only"] = layer_metrics(rows, "l1")
+    l2 = layer_metrics(rows, "l2")
+    if l2 is not None:
+        l2["category_accuracy"] = out["category_accuracy"]
+        l2["ece_risk"] = out["ece_risk"]
+    out["l2_only"] = l2
+    latencies = [r["latency_ms"] for r in rows if r.get("latency_ms") is not None]
+    out["latency_ms"] = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)}
+    out["flags"] = flag_metrics(rows)
+    out["methods"] = dict(Counter(r.get("method") or "none" for r in rows))
+    return out
+
+
+def summarize_halves(rows: list[dict]) -> dict[str, Any]:
+    tune, holdout = halves(rows)
+    out = {}
+    for name, ids in (("tune", tune), ("holdout", holdout)):
+        subset = [r for r in rows if r["id"] in ids]
+        s = summarize(subset)
+        out[name] = {k: s[k] for k in ("n", "accuracy", "false_greens", "missed_reds",
+                                       "over_escalations", "red_recall", "category_accuracy")}
+        out[name]["l1_accuracy"] = (s["l1_only"] or {}).get("accuracy")
+        out[name]["l2_accuracy"] = (s["l2_only"] or {}).get("accuracy")
+    return out
+
+
+def relevel(rows: list[dict], thresholds: Any, variant: str | None = None) -> list[dict]:
+    """The rows re-decided from their stored answers under other thresholds, optionally with
+    the risk answer of one option order (`variant`, e.g. "risk" = the canonical order of a
+    permuted run): what threshold tuning and the permutation study need."""
+    from service.l2.decision import decide_level
+
+    out = []
+    for row in rows:
+        answers = {k: msgspec.convert(v, Answer) for k, v in (row.get("answers") or {}).items()}
+        if row.get("method") != "logits" or "risk" not in answers:
+            out.append(row)
+            continue
+        if variant is not None:
+            raw = (row.get("risk_variants") or {}).get(variant)
+            if raw is None:
+                out.append(row)
+                continue
+            answers["risk"] = msgspec.convert(raw, Answer)
+        level, _, _ = decide_level(answers, thresholds, truncated=row.get("truncated", False))
+        new = dict(row)
+        new["l2"] = level
+        new["predicted"] = max_level(row["l1"] or "none", level)
+        out.append(new)
+    return out
+
+
+# ---------------------------------------------------------------------- the run
+def _load_l1(rules_dir: str) -> tuple[Callable[[str], Any] | None, str]:
+    """L1's evaluate bound to the pack, or None while service.l1 does not offer it yet."""
+    try:
+        from service.l1 import evaluate, load_pack  # type: ignore[attr-defined]
+    except ImportError:
+        return None, ""
+    pack = load_pack(rules_dir)
+    sha = getattr(pack, "sha", "") or getattr(pack, "rules_sha", "") or ""
+    return (lambda text: evaluate(pack, text)), sha
+
+
+def run_eval(settings: Any, records: list[LabelledTicket], classifier: Any = None,
+             progress: Callable[[int, dict], None] | None = None) -> tuple[dict, list[dict]]:
+    """Run L1 + L2 + max over the records: (report, rows)."""
+    from service.l2 import Classifier
+
+    l1, rules_sha = _load_l1(settings.rules_dir)
+    classifier = classifier or Classifier.from_settings(settings)
+    rows = []
+    for i, record in enumerate(records):
+        text = ticket_text(record.subject, record.body)
+        started = time.perf_counter()
+        l1_result = l1(text) if l1 is not None else None
+        out = classifier.classify(text)
+        latency = (time.perf_counter() - started) * 1000
+        if l1_result is not None and not rules_sha:
+            rules_sha = l1_result.rules_sha
+        rows.append(make_row(record, l1_result, out, latency))
+        if progress is not None:
+            progress(i, rows[-1])
+    report = summarize(rows)
+    report["halves"] = summarize_halves(rows)
+    report["model"] = msgspec.to_builtins(classifier.model_info)
+    report["prompt_sha"] = classifier.prompt_sha
+    report["rules_sha"] = rules_sha
+    report["calibrated"] = bool(rows) and all(r["calibrated"] for r in rows)
+    report["l1_present"] = l1 is not None
+    report["mode"] = classifier.mode
+    report["n_threads"] = classifier.runner.n_threads
+    return report, rows
+
+
+def make_row(record: LabelledTicket, l1_result: Any, out: Any, latency_ms: float) -> dict:
+    result = out.result
+    answers = result.answers
+    probabilities = {k: a.probabilities for k, a in answers.items() if a.probabilities}
+    l1_level = l1_result.level if l1_result is not None else None
+    return {
+        "id": record.id,
+        "language": record.language,
+        "truth": record.risk,
+        "predicted": max_level(l1_level or "none", result.level),
+        "l1": l1_level,
+        "l2": result.level,
+        "method": result.method,
+        "calibrated": result.calibrated,
+        "rules": [hit.id for hit in l1_result.rules] if l1_result is not None else [],
+        "category_truth": record.category,
+        "category": result.category,
+        "urgency_truth": record.urgency,
+        "urgency": result.urgency,
+        "team": result.team,
+        "flags_truth": dict(record.flags),
+        "flags": {f: answers[f].probability for f in RED_FLAGS if f in answers},
+        "probabilities": probabilities,
+        "coverage": {k: a.coverage for k, a in answers.items()},
+        "answers": msgspec.to_builtins(answers),
+        "risk_variants": msgspec.to_builtins(getattr(out, "variants", {}) or {}),
+        "truncated": bool(getattr(out, "truncated", False)),
+        "tokens_evaluated": result.tokens_evaluated,
+        "latency_ms": latency_ms,
+        "reason": result.reason,
+    }
+
+
+# ---------------------------------------------------------------------- output
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def table(report: dict) -> str:
+    """The printed summary: one line per layer, per language, then the confusion matrix."""
+    cols = ("n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall")
+    lines = [f"{'':16}" + "".join(f"{c:>17}" for c in cols)]
+    for name, metrics in (("L1 + L2 (final)", report), ("L1 only", report.get("l1_only")),
+                          ("L2 only", report.get("l2_only"))):
+        if metrics:
+            lines.append(f"{name:16}" + "".join(f"{_fmt(metrics.get(c)):>17}" for c in cols))
+    for lang, metrics in report.get("per_language", {}).items():
+        lines.append(f"  {lang:14}" + "".join(f"{_fmt(metrics.get(c)):>17}" for c in cols))
+    lines.append(f"category accuracy {_fmt(report.get('category_accuracy'))}   "
+                 f"ECE(risk) {_fmt(report.get('ece_risk'))}   latency ms p50 "
+                 f"{_fmt(report['latency_ms']['p50'])} p95 {_fmt(report['latency_ms']['p95'])}")
+    lines.append("confusion (rows truth, columns predicted): " + "  ".join(
+        f"{t}: " + "/".join(str(report["confusion"][t][p]) for p in LEVELS) for t in LEVELS))
+    return "\n".join(lines)
+
+
+def write_rows(path: str | Path, rows: Iterable[dict]) -> None:
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def main(args: Any, settings: Any) -> int:
+    records = load_records(args.data)
+    if args.limit:
+        records = records[: args.limit]
+    kwargs = {}
+    if getattr(args, "risk_permutations", None):
+        kwargs["risk_permutations"] = args.risk_permutations
+    if getattr(args, "mode", None):
+        kwargs["mode"] = args.mode
+    from service.l2 import Classifier
+
+    classifier = Classifier.from_settings(settings, **kwargs)
+
+    def progress(i: int, row: dict) -> None:
+        print(f"[{i + 1}/{len(records)}] {row['id']} truth={row['truth']} "
+              f"predicted={row['predicted']} l2={row['l2']} ({row['method']}) "
+              f"{row['latency_ms']:.0f} ms", file=sys.stderr, flush=True)
+
+    report, rows = run_eval(settings, records, classifier=classifier, progress=progress)
+    Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    if args.rows:
+        write_rows(args.rows, rows)
+    print(table(report))
+    return 0
