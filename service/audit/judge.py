@@ -201,9 +201,11 @@ class Judge:
             + ", ".join(c.id for c in applicable if c.kind == "eliminatory")
             + "), else acceptable. Reply with one JSON object."
         )
-        properties: dict[str, dict] = {c.id: {"type": "string", "enum": ["yes", "no"]}
-                                       for c in applicable}
-        properties["verdict"] = {"type": "string", "enum": ["acceptable", "unacceptable"]}
+        properties: dict[str, dict] = {
+            c.id: {"type": "string", "enum": ["yes", "no"], "description": c.question}
+            for c in applicable}
+        properties["verdict"] = {"type": "string", "enum": ["acceptable", "unacceptable"],
+                                 "description": "The verdict under the rule above."}
         schema = {"type": "object", "properties": properties, "required": list(properties),
                   "additionalProperties": False}
         return instructions, schema

@@ -44,6 +44,7 @@ class RubricFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ticket_template: str  # placeholder {text}
     decision_line: str  # placeholders {level} {category} {urgency}
     pairwise_question: str  # placeholders {first} {second}
+    framing: dict[str, str]  # service.l2.prompts.Framing fields: how questions are written
     criteria: tuple[Criterion, ...]
 
 
@@ -57,6 +58,7 @@ class Rubric(msgspec.Struct, frozen=True):
     ticket_template: str
     decision_line: str
     pairwise_question: str
+    framing: dict[str, str]
     sha256: str
 
     def render_ticket(self, text: str) -> str:
@@ -122,7 +124,8 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
     return Rubric(version=parsed.version, context=context_path.read_text(encoding="utf-8").strip(),
                   criteria=parsed.criteria, verdict_rule=rule,
                   ticket_template=parsed.ticket_template, decision_line=parsed.decision_line,
-                  pairwise_question=parsed.pairwise_question, sha256=folder_sha256(folder))
+                  pairwise_question=parsed.pairwise_question, framing=parsed.framing,
+                  sha256=folder_sha256(folder))
 
 
 def apply_verdict_rule(rubric: Rubric, failed: list[str] | tuple[str, ...]) -> Verdict:

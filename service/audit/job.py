@@ -1,0 +1,243 @@
+"""`triage audit run` against Redis: operator feedback in, sample, judge, queue (if gating), report.
+
+Redis keys read and written (service/keys.py names the shared ones):
+- {p}:results (stream, field `id`) and {p}:ticket:{id} (fields status, final_level, request,
+  result, decision): what was decided and on which text; read only.
+- {p}:queue:audit (zset, score = time added): unacceptable tickets, only while gating.
+- {p}:audit:queued (hash, ticket id -> QueuedEntry JSON): what the audit queued and why, so
+  that an operator's decision on it can become a calibration case; entries leave when decided
+  or after `max_age_s` (the ticket itself has expired by then).
+- {p}:decisions (stream, fields id, data): operators' decisions; read from a cursor.
+- {p}:audit:state (hash): kappa, gating, false_green_rate, last_run (what /metrics shows),
+  stale, and decisions_cursor (the last decisions entry already read).
+- {p}:audit:verdicts:{key}: the verdict cache (service/audit/judge.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+import time
+from pathlib import Path
+
+import msgspec
+import structlog
+
+from .. import metrics
+from ..keys import Keys
+from ..results import Decision, TicketIn, ticket_text
+from .backend import JudgeUnavailable
+from .calibration import GatingState
+from .cases import append_cases, case_from_decision
+from .judge import AuditedDecision, Judge
+from .report import AuditedTicket, AuditReport, false_green_estimate
+from .sampling import stratified_sample
+
+log = structlog.get_logger()
+
+CURSOR_FIELD = "decisions_cursor"
+
+
+def queued_key(keys: Keys) -> str:
+    return f"{keys.prefix}:audit:queued"
+
+
+class QueuedEntry(msgspec.Struct, frozen=True):
+    level: str
+    category: str | None
+    urgency: int | None
+    verdict: str
+    failed: list[str]
+    queued_at: float
+
+
+class _ResultView(msgspec.Struct):
+    """The few fields of a stored TriageResult the audit reads (tolerant of new fields)."""
+
+    final_level: str
+    category: str | None = None
+    urgency: int | None = None
+
+
+_request_decoder = msgspec.json.Decoder(TicketIn)
+_result_decoder = msgspec.json.Decoder(_ResultView)
+_decision_decoder = msgspec.json.Decoder(Decision)
+_queued_decoder = msgspec.json.Decoder(QueuedEntry)
+_encoder = msgspec.json.Encoder()
+
+
+def _s(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def recent_levels(client, keys: Keys, window: int) -> list[tuple[str, str]]:
+    """(ticket id, final level) of the newest `window` finished tickets still stored."""
+    entries = client.xrevrange(keys.results, count=window)
+    ids = []
+    for _, fields in entries:
+        ticket_id = fields.get(b"id", fields.get("id"))
+        if ticket_id is not None:
+            ids.append(_s(ticket_id))
+    pipe = client.pipeline(transaction=False)
+    for ticket_id in ids:
+        pipe.hmget(keys.ticket(ticket_id), "status", "final_level")
+    rows = pipe.execute() if ids else []
+    return [(ticket_id, _s(level)) for ticket_id, (status, level) in zip(ids, rows, strict=True)
+            if status is not None and _s(status) == "done" and level is not None]
+
+
+def _load(client, keys: Keys, ticket_id: str) -> tuple[TicketIn, _ResultView, bool] | None:
+    request, result, decision = client.hmget(keys.ticket(ticket_id), "request", "result",
+                                             "decision")
+    if request is None or result is None:
+        return None
+    return _request_decoder.decode(request), _result_decoder.decode(result), decision is not None
+
+
+def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
+                              now: float | None = None) -> list[str]:
+    """Operators' decisions on tickets the audit queued become calibration cases; returns ids."""
+    cursor = client.hget(keys.audit_state, CURSOR_FIELD)
+    low = f"({_s(cursor)}" if cursor else "-"
+    queued = {_s(k): _queued_decoder.decode(v) for k, v in
+              client.hgetall(queued_key(keys)).items()}
+    cases, done, last = [], [], None
+    while True:
+        entries = client.xrange(keys.decisions, min=low, count=500)
+        if not entries:
+            break
+        for entry_id, fields in entries:
+            last = _s(entry_id)
+            data = fields.get(b"data", fields.get("data"))
+            if data is None:
+                continue
+            decision = _decision_decoder.decode(data)
+            entry = queued.get(decision.ticket_id)
+            if entry is None:
+                continue  # not a ticket the audit queued
+            request = client.hget(keys.ticket(decision.ticket_id), "request")
+            done.append(decision.ticket_id)
+            if request is None:
+                log.info("audit_decision_ticket_expired", ticket_id=decision.ticket_id)
+                continue
+            ticket = _request_decoder.decode(request)
+            cases.append(case_from_decision(
+                ticket_id=decision.ticket_id, subject=ticket.subject, body=ticket.body,
+                language=ticket.language, level_given=entry.level, category_given=entry.category,
+                urgency_given=entry.urgency, decision=decision, judge_verdict=entry.verdict,
+                now=now))
+        low = f"({last}"
+    added = append_cases(cases, cases_path) if cases else []
+    # Cursor and queued entries move only after the cases are on disk: a crash before this line
+    # re-reads the same decisions, and append_cases skips what is already there.
+    pipe = client.pipeline(transaction=True)
+    if last is not None:
+        pipe.hset(keys.audit_state, CURSOR_FIELD, last)
+    if done:
+        pipe.hdel(queued_key(keys), *done)
+    pipe.execute()
+    for case in added:
+        agreed = case.judge_verdict == case.human_verdict
+        log.info("audit_operator_case_added", case_id=case.id, human=case.human_verdict,
+                 judge=case.judge_verdict, judge_missed=not agreed)
+    return [case.source.split(":", 1)[1] for case in added]
+
+
+def prune_queued(client, keys: Keys, max_age_s: float, now: float) -> int:
+    """Forget queued entries older than the tickets' own expiry (never decided, now gone)."""
+    stale = [k for k, v in client.hgetall(queued_key(keys)).items()
+             if now - _queued_decoder.decode(v).queued_at > max_age_s]
+    if stale:
+        client.hdel(queued_key(keys), *stale)
+    return len(stale)
+
+
+def run_audit(
+    client, keys: Keys, judge: Judge, gating: GatingState, *, cases_path: str | Path,
+    sample_size: int = 60, window: int = 5000, green_share: float = 0.6,
+    rng: random.Random | None = None, max_age_s: float = 30 * 86400, now: float | None = None,
+) -> AuditReport:
+    started = time.perf_counter()
+    fixed_clock = now is not None
+    now = time.time() if now is None else now
+    added = ingest_operator_decisions(client, keys, cases_path, now=now)
+    prune_queued(client, keys, max_age_s, now)
+    sample = stratified_sample(recent_levels(client, keys, window), sample_size,
+                               rng or random.Random(), green_share)
+    tickets: list[AuditedTicket] = []
+    unjudged: dict[str, str] = {}
+    queued: list[str] = []
+    indicative: list[str] = []
+    for ticket_id, level in sample.ids:
+        loaded = _load(client, keys, ticket_id)
+        if loaded is None:
+            unjudged[ticket_id] = "ticket expired or incomplete"
+            continue
+        request, result, decided = loaded
+        decision = AuditedDecision(
+            text=ticket_text(request.subject, request.body),
+            level=result.final_level,  # type: ignore[arg-type]
+            category=result.category, urgency=result.urgency)
+        try:
+            verdict = judge.judge(decision)
+        except JudgeUnavailable as exc:
+            unjudged[ticket_id] = f"judge unavailable: {exc}"
+            continue
+        eliminatory = {c.id for c in judge.rubric.criteria if c.kind == "eliminatory"}
+        false_green = level == "green" and any(c in eliminatory for c in verdict.failed)
+        push = verdict.verdict == "unacceptable" and gating.gating and not decided
+        if verdict.verdict == "unacceptable":
+            (queued if push else indicative).append(ticket_id)
+        if push:
+            entry = QueuedEntry(level=level, category=result.category, urgency=result.urgency,
+                                verdict=verdict.verdict, failed=verdict.failed, queued_at=now)
+            pipe = client.pipeline(transaction=True)
+            pipe.zadd(keys.queue("audit"), {ticket_id: now}, nx=True)
+            pipe.hset(queued_key(keys), ticket_id, _encoder.encode(entry))
+            pipe.execute()
+        tickets.append(AuditedTicket(
+            ticket_id=ticket_id, level=level, category=result.category, urgency=result.urgency,
+            verdict=verdict.verdict, failed=verdict.failed, false_green=false_green,
+            p_fail={c.id: c.p_fail for c in verdict.criteria if c.applicable},
+            cached=verdict.cached, queued=push))
+    estimate = false_green_estimate(tickets, sample.population)
+    finished = now if fixed_clock else time.time()
+    report = AuditReport(
+        run_at=dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(timespec="seconds"),
+        finished_at=finished, judge_model=judge.backend.model_name,
+        judge_model_sha256=judge.model_sha256, rubric_sha256=judge.rubric.sha256,
+        method=judge.method, gating=gating, population=sample.population,
+        sampled={level: len(ids) for level, ids in sample.picked.items()},
+        false_green=estimate, unacceptable=queued + indicative, queued=queued,
+        indicative=indicative, unjudged=unjudged, operator_cases_added=added, tickets=tickets,
+        elapsed_s=round(time.perf_counter() - started, 2))
+    publish_state(client, keys, report)
+    if estimate.false_greens and gating.gating:
+        log.warning("audit_false_greens", false_greens=estimate.false_greens,
+                    greens_judged=estimate.greens_judged, rate=estimate.rate, queued=len(queued))
+    elif indicative:
+        log.info("audit_indicative_only", unacceptable=len(indicative), reasons=gating.reasons)
+    return report
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def publish_state(client, keys: Keys, report: AuditReport) -> dict[str, str]:
+    """Write {p}:audit:state for the API's /metrics and set this process's gauges."""
+    values = {
+        "kappa": _num(report.gating.kappa),
+        "gating": 1.0 if report.gating.gating else 0.0,
+        "false_green_rate": _num(report.false_green.rate),
+        "last_run": report.finished_at,
+    }
+    fields = {name: repr(value) for name, value in values.items()}  # "nan" when unknown
+    fields["stale"] = "1" if report.gating.stale else "0"
+    client.hset(keys.audit_state, mapping=fields)
+    metrics.audit_kappa.set(values["kappa"])
+    metrics.audit_gating.set(values["gating"])
+    metrics.audit_false_green_rate.set(values["false_green_rate"])
+    metrics.audit_last_run_timestamp_seconds.set(values["last_run"])
+    return fields
