@@ -1,0 +1,351 @@
+"""Normalises ticket text for L1 matching and maps every match back to the original text.
+
+The matching form is: Unicode NFKC, case-folded, invisible characters (zero-width, bidi
+controls, variation selectors, other format characters) removed, common Latin look-alikes
+(Cyrillic а е о р с х…, Greek ο ρ…, typographic quotes and dashes) folded to ASCII, and every
+run of whitespace collapsed to one character ("\\n" if the run held a line break, else " ").
+Rule patterns are written against that form; spans are reported in the original text.
+
+Speed matters (L1 budget: well under 1 ms for 4 KiB), so the work is done on runs, not on
+characters: a character whose normal form is exactly one character ("simple") is translated
+with one `str.translate` per run, keeping offsets one-to-one; only clusters that change
+length (a base with combining marks, ligatures, removed invisibles) go through the slow path,
+cached. The character classes are derived from `unicodedata` once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+
+# Look-alikes folded to the Latin letter they imitate (after NFKC, before case folding, so
+# capitals like Greek Β or Cyrillic Н, which case-fold to unrelated lower-case letters,
+# are caught too). Only letters that render (nearly) identically to a Latin one are listed.
+_LOOKALIKES: dict[str, str] = {
+    # Cyrillic lower case
+    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j",
+    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
+    "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g",
+    # Cyrillic capitals
+    "А": "a", "В": "b", "Е": "e", "Ё": "e", "Һ": "h", "І": "i", "Ї": "i", "Ј": "j",
+    "К": "k", "М": "m", "Н": "h", "О": "o", "Р": "p", "С": "c", "Т": "t", "У": "y",
+    "Х": "x", "Ѕ": "s", "Ԁ": "d", "Ԛ": "q", "Ԝ": "w", "Ӏ": "l",
+    # Greek
+    "α": "a", "ο": "o", "ρ": "p", "ν": "v", "ι": "i", "κ": "k", "τ": "t", "υ": "u",
+    "χ": "x", "ϲ": "c", "ϳ": "j",
+    "Α": "a", "Β": "b", "Ε": "e", "Ζ": "z", "Η": "h", "Ι": "i", "Κ": "k", "Μ": "m",
+    "Ν": "n", "Ο": "o", "Ρ": "p", "Τ": "t", "Υ": "y", "Χ": "x", "Ϲ": "c",
+    # Latin variants NFKC leaves alone
+    "ı": "i", "ȷ": "j", "ʀ": "r", "ʟ": "l", "ɪ": "i", "ɴ": "n", "ᴏ": "o", "ꜱ": "s",
+    # typographic punctuation, so that "don’t" and "l’accès" match "don't" and "l'accès"
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u02bc": "'",
+    "\u00b4": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-", "\u2015": "-",
+    "\u2212": "-",
+}
+_LOOKALIKE_TABLE = str.maketrans(_LOOKALIKES)
+
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+# Default-ignorable characters that are not of category Cf (which is removed wholesale):
+# combining grapheme joiner, Hangul fillers, Mongolian and other variation selectors.
+_IGNORABLE_RANGES = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0000, 0xE0FFF),
+)
+
+# Code points examined when deriving the character classes; beyond these only CJK
+# extension ideographs and private use remain, which take the (correct, slower) cluster path.
+_SCAN_RANGES = ((0x0000, 0x1FFFF), (0xE0000, 0xE0FFF))
+
+
+_IGNORABLE = frozenset(cp for lo, hi in _IGNORABLE_RANGES for cp in range(lo, hi + 1))
+
+
+def _invisible(ch: str) -> bool:
+    category = unicodedata.category(ch)
+    if category in ("Cf", "Cs") or (category == "Cc" and not ch.isspace()):
+        return True
+    return ord(ch) in _IGNORABLE
+
+
+def _fold_once(text: str) -> str:
+    text = "".join(ch for ch in text if not _invisible(ch))
+    text = unicodedata.normalize("NFKC", text).translate(_LOOKALIKE_TABLE)
+    text = unicodedata.normalize("NFKC", text.casefold())
+    return "".join(
+        ("\n" if ch in _LINE_BREAKS else " ") if ch.isspace() else ch for ch in text
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def fold(cluster: str) -> str:
+    """The matching form of one cluster (a base character and what attaches to it).
+
+    Repeated to a fixed point because folding a look-alike can enable a composition
+    (Cyrillic "а" + U+0301 → "a" + U+0301 → "á") and case folding can un-normalise.
+    """
+    current = cluster
+    for _ in range(6):
+        folded = _fold_once(current)
+        if folded == current:
+            break
+        current = folded
+    return current
+
+
+def _attaches(ch: str) -> bool:
+    """True for characters that join the preceding character's cluster: combining marks,
+    Hangul medial/final jamo, invisibles, and anything whose decomposition starts so."""
+    if _invisible(ch):
+        return True
+    decomposed = unicodedata.normalize("NFKD", ch)
+    if not decomposed:
+        return True
+    first = decomposed[0]
+    cp = ord(first)
+    return (
+        unicodedata.category(first).startswith("M")
+        or unicodedata.combining(first) != 0
+        or 0x1160 <= cp <= 0x11FF
+        or 0xD7B0 <= cp <= 0xD7FF
+    )
+
+
+def _ranges_to_class(codepoints: list[int]) -> str:
+    """A regex character-class body for a sorted list of code points, as ranges."""
+    parts: list[str] = []
+    i = 0
+    while i < len(codepoints):
+        j = i
+        while j + 1 < len(codepoints) and codepoints[j + 1] == codepoints[j] + 1:
+            j += 1
+        lo, hi = codepoints[i], codepoints[j]
+        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
+        i = j + 1
+    return "".join(parts)
+
+
+# Longest stretch of text translated character by character in one go (see _tables).
+_MIXED_RUN = 64
+
+
+@dataclass(frozen=True)
+class _Tables:
+    # One token per match: group 1 a run of plain characters (matching form = str.lower()),
+    # group 2 a short run starting with a special character (lower(), then translate),
+    # otherwise one cluster for the slow path.
+    tokens: re.Pattern[str]
+    translate: dict[int, str]  # lower-cased special character -> its matching form
+
+
+@functools.cache
+def _tables() -> _Tables:
+    """Derive the character classes from unicodedata (a fraction of a second, once)."""
+    simple: dict[int, str] = {}  # code point -> matching form (exactly one character)
+    joiners: list[int] = []
+    for lo, hi in _SCAN_RANGES:
+        for cp in range(lo, hi + 1):
+            if 0xD800 <= cp <= 0xDFFF:
+                continue
+            ch = chr(cp)
+            if _attaches(ch):
+                joiners.append(cp)
+            elif (
+                unicodedata.is_normalized("NFKC", ch)
+                and ch.casefold() == ch
+                and ch not in _LOOKALIKES
+            ):
+                simple[cp] = ch  # already in matching form: the common case, kept cheap
+            else:
+                folded = fold(ch)
+                if len(folded) == 1 and not _attaches(folded) and fold(folded) == folded:
+                    simple[cp] = folded
+    # Whitespace is left as it is here (the collapsing pass maps it), so its form is itself.
+    for cp in simple:
+        if chr(cp).isspace():
+            simple[cp] = chr(cp)
+    # Plain characters: str.lower() gives the matching form. Special ones need a translate
+    # table keyed on the lower-cased character; any character for which that shortcut would
+    # be wrong (lower() changes its length, or two characters disagree) takes the slow path.
+    translate: dict[int, str] = {}
+    for cp, folded in simple.items():
+        lowered = chr(cp).lower()
+        if len(lowered) == 1 and lowered != folded:
+            translate.setdefault(ord(lowered), folded)
+    plain: list[int] = []
+    special: list[int] = []
+    for cp, folded in list(simple.items()):
+        lowered = chr(cp).lower()
+        if len(lowered) != 1 or translate.get(ord(lowered), lowered) != folded:
+            del simple[cp]
+        elif lowered == folded and ord(lowered) not in translate:
+            plain.append(cp)
+        else:
+            special.append(cp)
+    joiner = _ranges_to_class(joiners)
+    tokens = re.compile(
+        f"([{_ranges_to_class(plain)}]+)(?![{joiner}])"
+        f"|([{_ranges_to_class(special)}][{_ranges_to_class(sorted(simple))}]{{0,{_MIXED_RUN}}})"
+        f"(?![{joiner}])"
+        f"|.[{joiner}]*",
+        re.DOTALL,
+    )
+    return _Tables(tokens, translate)
+
+
+# A whitespace run to rewrite: two or more characters, or one that is not " " or "\n".
+# Written to start with a bare \s so that the regex engine can skip ahead quickly.
+_WHITESPACE_RUN = re.compile(r"\s(?:\s+|(?<=[^ \n]))")
+
+
+@dataclass(frozen=True, slots=True)
+class _OffsetMap:
+    """Piecewise map from offsets in a derived string back to its source string.
+
+    Segment i covers derived [starts[i], ends[i]) and source [src_starts[i], src_ends[i]);
+    a segment of equal lengths maps one-to-one, any other maps as a whole.
+    """
+
+    starts: list[int]
+    ends: list[int]
+    src_starts: list[int]
+    src_ends: list[int]
+
+    def start(self, pos: int) -> int:
+        if not self.starts:
+            return 0
+        if pos >= self.ends[-1]:
+            return self.src_ends[-1]
+        i = bisect_right(self.starts, pos) - 1
+        if self.ends[i] - self.starts[i] == self.src_ends[i] - self.src_starts[i]:
+            return self.src_starts[i] + pos - self.starts[i]
+        return self.src_starts[i]
+
+    def end(self, pos: int) -> int:
+        if not self.starts:
+            return 0
+        if pos <= 0:
+            return self.src_starts[0]
+        pos = min(pos, self.ends[-1])
+        i = bisect_left(self.starts, pos) - 1  # the segment holding pos - 1
+        if self.ends[i] - self.starts[i] == self.src_ends[i] - self.src_starts[i]:
+            return self.src_starts[i] + pos - self.starts[i]
+        return self.src_ends[i]
+
+
+class _MapBuilder:
+    __slots__ = ("starts", "ends", "src_starts", "src_ends", "out")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.src_starts: list[int] = []
+        self.src_ends: list[int] = []
+        self.out = 0
+
+    def add(self, src_start: int, src_end: int, length: int) -> None:
+        if length == 0:
+            return  # removed characters: the next segment simply starts further on
+        linear = length == src_end - src_start
+        if (
+            linear
+            and self.ends
+            and self.ends[-1] == self.out
+            and self.src_ends[-1] == src_start
+            and self.ends[-1] - self.starts[-1] == self.src_ends[-1] - self.src_starts[-1]
+        ):
+            self.ends[-1] += length  # extend the previous one-to-one segment
+            self.src_ends[-1] = src_end
+        else:
+            self.starts.append(self.out)
+            self.ends.append(self.out + length)
+            self.src_starts.append(src_start)
+            self.src_ends.append(src_end)
+        self.out += length
+
+    def build(self) -> _OffsetMap:
+        return _OffsetMap(self.starts, self.ends, self.src_starts, self.src_ends)
+
+
+@dataclass(frozen=True, slots=True)
+class Normalised:
+    """A ticket text in matching form, with the way back to the original."""
+
+    original: str
+    text: str
+    _folded: _OffsetMap  # text after per-cluster folding -> original
+    _collapsed: _OffsetMap | None  # text -> text after folding (None: identity)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """Map a [start, end) span of `text` to character offsets in `original`."""
+        if self._collapsed is not None:
+            start, end = self._collapsed.start(start), self._collapsed.end(end)
+        if end <= start:
+            s = self._folded.start(start)
+            return s, s
+        s, e = self._folded.start(start), self._folded.end(end)
+        return s, max(s, e)
+
+
+def normalise(original: str) -> Normalised:
+    """Bring `original` into matching form (see the module docstring)."""
+    tables = _tables()
+    pieces: list[str] = []
+    builder = _MapBuilder()
+    translate = tables.translate
+    for match in tables.tokens.finditer(original):
+        start, end = match.span()
+        plain, mixed = match.group(1, 2)
+        if plain is not None:
+            piece = plain.lower()
+        elif mixed is not None:
+            piece = mixed.lower().translate(translate)
+        else:
+            piece = fold(match.group(0))
+        pieces.append(piece)
+        builder.add(start, end, len(piece))
+    folded = "".join(pieces)
+    folded_map = builder.build()
+
+    text, collapsed_map = _collapse(folded)
+    return Normalised(original, text, folded_map, collapsed_map)
+
+
+def _collapse(folded: str) -> tuple[str, _OffsetMap | None]:
+    """Collapse whitespace runs; written as one tight loop because long tickets have many."""
+    runs = [match.span() for match in _WHITESPACE_RUN.finditer(folded)]
+    if not runs:
+        return folded, None
+    pieces: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    src_starts: list[int] = []
+    src_ends: list[int] = []
+    out = last = 0
+    for start, end in runs:
+        if start > last:
+            pieces.append(folded[last:start])
+            starts.append(out)
+            src_starts.append(last)
+            out += start - last
+            ends.append(out)
+            src_ends.append(start)
+        pieces.append(" " if _LINE_BREAKS.isdisjoint(folded[start:end]) else "\n")
+        starts.append(out)
+        src_starts.append(start)
+        out += 1
+        ends.append(out)
+        src_ends.append(end)
+        last = end
+    if last < len(folded):
+        pieces.append(folded[last:])
+        starts.append(out)
+        src_starts.append(last)
+        ends.append(out + len(folded) - last)
+        src_ends.append(len(folded))
+    return "".join(pieces), _OffsetMap(starts, ends, src_starts, src_ends)

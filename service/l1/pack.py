@@ -1,0 +1,345 @@
+"""Loads a rule pack from YAML, validates every part of it, and compiles it for matching.
+
+`load_pack` refuses a pack with any problem and names the file and rule at fault: unknown or
+missing keys, RE2 compile errors (with the pattern), duplicate ids, a flag on a non-red
+rule, an unknown validator, and any example that does not behave. The compiled `RulePack` is
+immutable; the engine (engine.py) reads it, the holder (holder.py) swaps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import re2
+import yaml
+
+from service.l1.normalise import fold
+from service.l1.schema import PackFile, RuleSpec, Scope
+from service.l1.validators import VALIDATORS, Validator
+
+# re2's compiled pattern type is private (re2._Regexp); this alias names it.
+Regex = Any
+
+RULE_FILE_SUFFIXES = (".yaml", ".yml")
+_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
+_LANGUAGE = re.compile(r"[a-z]{2}\Z")
+_MAX_MEM = 64 << 20  # per compiled pattern set: the DFA cache, allocated lazily
+
+
+class PackError(ValueError):
+    """A rule pack cannot be used; `problems` has one line per fault, each naming its place."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule, compiled."""
+
+    spec: RuleSpec
+    file: str
+    patterns: tuple[Regex, ...]
+    validator: Validator | None
+    context: Regex | None  # one alternation of the context words
+    within: int
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+@dataclass(frozen=True, slots=True)
+class PatternSet:
+    """All patterns of one scope in one re2.Set: a ticket is scanned once per scope."""
+
+    matcher: Any  # re2.Set, or None when no rule uses this scope
+    owners: tuple[tuple[int, int], ...]  # set index -> (rule index, pattern index)
+
+
+@dataclass(frozen=True, slots=True)
+class RulePack:
+    path: str
+    files: tuple[str, ...]
+    sha: str  # rules_sha: sha256 over the canonical bytes of the files (see pack_sha)
+    rules: tuple[Rule, ...]
+    normalised: PatternSet
+    original: PatternSet
+
+    def rule(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+
+def options(scope: Scope, *, max_mem: int = 8 << 20) -> re2.Options:
+    """RE2 options per scope: matching-form patterns ignore case; original ones do not."""
+    opts = re2.Options()
+    opts.log_errors = False
+    opts.max_mem = max_mem
+    opts.case_sensitive = scope == "original"
+    return opts
+
+
+def pack_files(path: Path) -> list[Path]:
+    """The files of a pack: the file itself, or every *.yaml/*.yml under the directory."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(
+            p for p in path.rglob("*") if p.is_file() and p.suffix in RULE_FILE_SUFFIXES
+        )
+    raise PackError([f"{path}: no such file or directory"])
+
+
+def canonical_bytes(raw: bytes) -> bytes:
+    """A file's bytes for hashing: UTF-8 BOM dropped, CRLF and CR line ends turned into LF."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    return raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+
+def pack_sha(files: dict[str, bytes]) -> str:
+    """sha256 over, for each file sorted by name: name, NUL, canonical bytes, NUL."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + canonical_bytes(files[name]) + b"\0")
+    return digest.hexdigest()
+
+
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Safe YAML that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+
+def _mapping_without_duplicates(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen and key != "<<":
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
+)
+
+
+def _re2_message(error: Exception) -> str:
+    text = str(error)
+    if text.startswith(("b'", 'b"')):
+        text = text[2:-1]
+    return text
+
+
+def compile_pattern(pattern: str, scope: Scope) -> Regex:
+    """Compile one pattern with the options of its scope; raises re2.error."""
+    return re2.compile(pattern, options(scope))
+
+
+def _lint_pattern(pattern: str, scope: Scope) -> str | None:
+    """Mistakes RE2 accepts but that make a pattern silently useless."""
+    for i in range(len(pattern) - 1):
+        if pattern[i] == "\\" and pattern[i + 1] == "b" and (i == 0 or pattern[i - 1] != "\\"):
+            around = pattern[max(0, i - 1) : i] + pattern[i + 2 : i + 3]
+            if any(not ch.isascii() and ch.isalpha() for ch in around):
+                return (
+                    "\\b next to a non-ASCII letter never matches as meant (RE2's \\b is "
+                    "ASCII-only); use a character class or no boundary"
+                )
+    if scope == "normalised":
+        for ch in pattern:
+            if not ch.isascii() and fold(ch) != ch.lower():
+                return (
+                    f"contains {ch!r}, which never occurs in the matching form "
+                    f"(write {fold(ch)!r}); see docs/l1.md"
+                )
+    try:
+        if compile_pattern(pattern, scope).search("") is not None:
+            return "matches the empty string"
+    except re2.error:
+        pass  # reported by the compile step
+    return None
+
+
+def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
+    where = f"{file}: rule {spec.id}"
+    problems: list[str] = []
+    if not _ID.match(spec.id):
+        problems.append(f"{where}: id must be lower-case letters, digits, '.', '_' or '-'")
+    if not spec.description.strip():
+        problems.append(f"{where}: description is empty")
+    if spec.flag != "none" and spec.level != "red":
+        problems.append(f"{where}: flag {spec.flag!r} requires level 'red', got {spec.level!r}")
+    if not spec.languages:
+        problems.append(f"{where}: languages is empty")
+    for language in spec.languages:
+        if not _LANGUAGE.match(language):
+            problems.append(f"{where}: language {language!r} is not an ISO 639-1 code")
+    if not spec.patterns:
+        problems.append(f"{where}: patterns is empty")
+    if spec.validator is not None and spec.validator not in VALIDATORS:
+        known = ", ".join(sorted(VALIDATORS))
+        problems.append(f"{where}: unknown validator {spec.validator!r} (known: {known})")
+    if not spec.examples.must_match:
+        problems.append(f"{where}: examples.must_match is empty")
+    if not spec.examples.must_not_match:
+        problems.append(f"{where}: examples.must_not_match is empty")
+    compiled: list[Regex] = []
+    for pattern in spec.patterns:
+        try:
+            compiled.append(compile_pattern(pattern, spec.scope))
+        except re2.error as error:
+            problems.append(f"{where}: pattern {pattern!r} does not compile: {_re2_message(error)}")
+            continue
+        lint = _lint_pattern(pattern, spec.scope)
+        if lint:
+            problems.append(f"{where}: pattern {pattern!r} {lint}")
+    context: Regex | None = None
+    within = 0
+    if spec.context is not None:
+        within = spec.context.within
+        if within <= 0:
+            problems.append(f"{where}: context.within must be positive, got {within}")
+        if not spec.context.words:
+            problems.append(f"{where}: context.words is empty")
+        for word in spec.context.words:
+            try:
+                compile_pattern(word, spec.scope)
+            except re2.error as error:
+                problems.append(
+                    f"{where}: context word {word!r} does not compile: {_re2_message(error)}"
+                )
+        if not problems:
+            context = compile_pattern("|".join(f"(?:{w})" for w in spec.context.words), spec.scope)
+    if problems:
+        return None, problems
+    validator = VALIDATORS[spec.validator] if spec.validator else None
+    return Rule(spec, file, tuple(compiled), validator, context, within), []
+
+
+def _pattern_set(rules: tuple[Rule, ...], scope: Scope) -> PatternSet:
+    owners: list[tuple[int, int]] = []
+    matcher = re2.Set.SearchSet(options(scope, max_mem=_MAX_MEM))
+    for r, rule in enumerate(rules):
+        if rule.spec.scope != scope:
+            continue
+        for p, pattern in enumerate(rule.spec.patterns):
+            index = matcher.Add(pattern)
+            if index != len(owners):
+                raise PackError([f"{rule.file}: rule {rule.id}: re2.Set numbered a pattern oddly"])
+            owners.append((r, p))
+    if not owners:
+        return PatternSet(None, ())
+    try:
+        matcher.Compile()
+    except re2.error as error:
+        raise PackError([f"{scope} patterns: the combined set does not compile: {error}"]) from None
+    return PatternSet(matcher, tuple(owners))
+
+
+def _read(root: Path) -> dict[str, bytes]:
+    files = pack_files(root)
+    if not files:
+        raise PackError([f"{root}: no rule files (*.yaml, *.yml)"])
+    base = root if root.is_dir() else root.parent
+    out: dict[str, bytes] = {}
+    for file in files:
+        try:
+            out[file.relative_to(base).as_posix()] = file.read_bytes()
+        except OSError as error:
+            raise PackError([f"{file}: cannot read: {error.strerror or error}"]) from None
+    return out
+
+
+def _parse(name: str, raw: bytes) -> tuple[list[tuple[RuleSpec, str]], list[str]]:
+    try:
+        document = yaml.load(canonical_bytes(raw).decode("utf-8"), Loader=_StrictLoader)
+    except UnicodeDecodeError as error:
+        return [], [f"{name}: not UTF-8: {error}"]
+    except yaml.YAMLError as error:
+        return [], [f"{name}: YAML error: {error}".replace("\n", " ")]
+    try:
+        pack_file = msgspec.convert(document, PackFile)
+    except msgspec.ValidationError as error:
+        return [], [f"{name}: {error}"]
+    specs: list[tuple[RuleSpec, str]] = []
+    problems: list[str] = []
+    for index, raw_rule in enumerate(pack_file.rules):
+        label = raw_rule.get("id") if isinstance(raw_rule.get("id"), str) else f"#{index + 1}"
+        try:
+            specs.append((msgspec.convert(raw_rule, RuleSpec), name))
+        except msgspec.ValidationError as error:
+            problems.append(f"{name}: rule {label}: {error}")
+    return specs, problems
+
+
+def build_pack(files: dict[str, bytes], path: str = "<memory>") -> RulePack:
+    """Validate and compile a pack from file contents (name -> bytes); raises PackError."""
+    problems: list[str] = []
+    specs: list[tuple[RuleSpec, str]] = []
+    for name in sorted(files):
+        found, errors = _parse(name, files[name])
+        specs.extend(found)
+        problems.extend(errors)
+    first_seen: dict[str, str] = {}
+    for spec, name in specs:
+        if spec.id in first_seen:
+            problems.append(f"{name}: rule {spec.id}: duplicate id (also in {first_seen[spec.id]})")
+        else:
+            first_seen[spec.id] = name
+    compiled: list[Rule] = []
+    for spec, name in specs:
+        rule, errors = _compile_rule(spec, name)
+        problems.extend(errors)
+        if rule is not None:
+            compiled.append(rule)
+    if not specs and not problems:
+        problems.append(f"{path}: the pack has no rules")
+    if problems:
+        raise PackError(problems)
+    rules = tuple(compiled)
+    pack = RulePack(
+        path=path,
+        files=tuple(sorted(files)),
+        sha=pack_sha(files),
+        rules=rules,
+        normalised=_pattern_set(rules, "normalised"),
+        original=_pattern_set(rules, "original"),
+    )
+    failures = check_examples(pack)
+    if failures:
+        raise PackError(failures)
+    return pack
+
+
+def check_examples(pack: RulePack) -> list[str]:
+    """Run every rule's must_match / must_not_match through the real engine."""
+    from service.l1.engine import evaluate  # the engine imports this module's types
+
+    problems: list[str] = []
+    for rule in pack.rules:
+        where = f"{rule.file}: rule {rule.id}"
+        for text in rule.spec.examples.must_match:
+            if rule.id not in {hit.id for hit in evaluate(pack, text).rules}:
+                problems.append(f"{where}: must_match example does not match: {text!r}")
+        for text in rule.spec.examples.must_not_match:
+            if rule.id in {hit.id for hit in evaluate(pack, text).rules}:
+                problems.append(f"{where}: must_not_match example matches: {text!r}")
+    return problems
+
+
+def load_pack(path: str | Path) -> RulePack:
+    """Read, validate and compile the pack at `path` (file or directory); raises PackError."""
+    root = Path(path)
+    return build_pack(_read(root), str(root))

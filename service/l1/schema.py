@@ -1,0 +1,50 @@
+"""The shape of a rule file (YAML), as strict msgspec Structs: unknown keys are errors.
+
+A pack is one or more files, each `{description?, rules: [rule, …]}`. Field meanings are
+documented in docs/l1.md; the comments here say only what the loader enforces.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from service.results import RuleFlag
+
+Scope = Literal["normalised", "original"]
+
+
+class Context(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """Words (RE2 patterns, matching form) one of which must occur near the match."""
+
+    words: list[str]
+    within: int = 80  # characters either side of the match, in matching form
+
+
+class Examples(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The rule's own table test; the loader runs it and refuses a pack that fails it."""
+
+    must_match: list[str]
+    must_not_match: list[str]
+
+
+class RuleSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    id: str
+    description: str
+    level: Literal["yellow", "red"]
+    flag: RuleFlag = "none"
+    languages: list[str]
+    patterns: list[str]
+    validator: str | None = None  # a key of service.l1.validators.VALIDATORS
+    context: Context | None = None
+    # "normalised" (default): patterns see the matching form (see normalise.py).
+    # "original": patterns see the text as sent, for what normalising erases
+    # (invisible characters, mixed scripts, capitals).
+    scope: Scope = "normalised"
+    examples: Examples
+
+
+class PackFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    rules: list[dict[str, object]]  # converted one by one, so an error can name its rule
+    description: str = ""
