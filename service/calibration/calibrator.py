@@ -1,0 +1,147 @@
+"""The serving side of calibration: per-question maps from raw answers to calibrated ones.
+
+A `Calibrator` is what the classifier holds (service.l2.decide.Calibrator protocol): `apply`
+turns raw logits answers into calibrated ones, `thresholds` replaces the decision defaults,
+`version` names the artifact. numpy only: nothing here imports scikit-learn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import msgspec
+import numpy as np
+
+from service.calibration.heads import LinearHead
+from service.calibration.maths import Scaling, softmax
+from service.l2.decision import Thresholds
+from service.results import Answer
+
+
+class CalibrationMismatch(ValueError):
+    """The artifact cannot map an answer it covers (options, log-probs or hidden state differ)."""
+
+Method = Literal["raw", "temperature", "vector", "head"]
+METHODS: tuple[Method, ...] = ("raw", "temperature", "vector", "head")
+
+
+class QuestionModel:
+    """One question's chosen map: raw softmax, temperature/vector scaling, or a learned head."""
+
+    def __init__(self, method: Method, options: tuple[str, ...], kind: str,
+                 scaling: Scaling | None = None, head: LinearHead | None = None) -> None:
+        if method in ("temperature", "vector") and scaling is None:
+            raise ValueError(f"method {method} needs a scaling")
+        if method == "head" and head is None:
+            raise ValueError("method head needs a head")
+        if head is not None and head.n_classes != len(options):
+            raise ValueError(f"head has {head.n_classes} outputs for {len(options)} options")
+        if scaling is not None and len(scaling.bias) != len(options):
+            raise ValueError(f"bias has {len(scaling.bias)} entries for {len(options)} options")
+        self.method = method
+        self.options = tuple(options)
+        self.kind = kind
+        self.scaling = scaling
+        self.head = head
+
+    @property
+    def needs_features(self) -> bool:
+        return self.method == "head"
+
+    def predict(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
+        """(n, K) calibrated probabilities from (n, K) raw option log-probs and (n, d) features."""
+        if self.method == "head":
+            if features is None:
+                raise ValueError("a head needs the hidden state")
+            return self.head.predict_proba(features)  # type: ignore[union-attr]
+        logits = np.atleast_2d(np.asarray(logits, dtype=np.float64))
+        if self.method == "raw":
+            return softmax(logits)
+        return self.scaling.apply(logits)  # type: ignore[union-attr]
+
+
+def option_logits(answer: Answer, options: tuple[str, ...]) -> np.ndarray | None:
+    """The raw log-probabilities of the options, in `options` order; None if not all present."""
+    if answer.logprobs is None or any(o not in answer.logprobs for o in options):
+        return None
+    values = np.array([answer.logprobs[o] for o in options], dtype=np.float64)
+    return values if np.all(np.isfinite(values)) else None
+
+
+def calibrated_answer(answer: Answer, probs: np.ndarray, method: Method) -> Answer:
+    """`answer` with calibrated probabilities; the raw ones move to raw_probabilities."""
+    options = answer.options
+    p = {o: float(v) for o, v in zip(options, probs, strict=True)}
+    chosen = options[int(np.argmax(probs))]  # ties: the first option, as in service.l2.answers
+    raw = answer.raw_probabilities if answer.calibrated else answer.probabilities
+    updates: dict[str, object] = {
+        "probabilities": p, "raw_probabilities": raw, "chosen": chosen, "calibrated": True,
+        "method": "head" if method == "head" else "logits",
+        # Same definition as the raw answer (p(chosen) * coverage): a ticket whose aliases the
+        # model barely considered never looks confident, whatever the map.
+        "confidence": p[chosen] * (answer.coverage if answer.coverage is not None else 1.0),
+    }
+    if answer.kind == "boolean":
+        updates["probability"] = p["yes"]
+    elif answer.kind == "score":
+        updates["value"] = float(sum(int(o) * v for o, v in p.items()))
+        updates["mode"] = int(chosen)
+    return msgspec.structs.replace(answer, **updates)
+
+
+class Calibrator:
+    """A loaded artifact: question maps, thresholds, identity of the model and prompts."""
+
+    def __init__(self, version: str, models: Mapping[str, QuestionModel], thresholds: Thresholds,
+                 *, model_sha: str = "", prompt_sha: str = "", created_at: float = 0.0,
+                 ece: Mapping[str, float] | None = None, path: str = "") -> None:
+        self.version = version
+        self.models = dict(models)
+        self.thresholds = thresholds
+        self.model_sha = model_sha
+        self.prompt_sha = prompt_sha
+        self.created_at = created_at
+        self.ece = dict(ece or {})
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Calibrator({self.version!r}, questions={sorted(self.models)})"
+
+    def apply(self, answers: dict[str, Answer],
+              features: Mapping[str, np.ndarray]) -> dict[str, Answer]:
+        """Calibrated copies of the answers this artifact covers; others are returned as given.
+
+        Only logits answers are touched (a generated answer has no distribution to calibrate).
+        All or nothing: the thresholds were chosen on calibrated probabilities, so an answer this
+        artifact should map but cannot (other options, missing log-probs, a hidden state missing
+        or of another size) raises CalibrationMismatch; the classifier then keeps every answer
+        raw with the default thresholds and says why (service.l2.decide).
+        """
+        out: dict[str, Answer] = {}
+        for name, answer in answers.items():
+            model = self.models.get(name)
+            if model is None or answer.method not in ("logits", "head"):
+                out[name] = answer
+                continue
+            if tuple(answer.options) != model.options:
+                raise CalibrationMismatch(
+                    f"{name}: artifact {self.version} has options {list(model.options)}, "
+                    f"the answer {list(answer.options)}")
+            logits = option_logits(answer, model.options)
+            feats = None
+            if model.needs_features:
+                feats = features.get(name)
+                dim = model.head.dim  # type: ignore[union-attr]
+                if feats is None or np.asarray(feats).shape != (dim,):
+                    got = "none" if feats is None else str(np.asarray(feats).shape)
+                    raise CalibrationMismatch(f"{name}: head of {self.version} needs a hidden "
+                                              f"state of shape ({dim},), got {got}")
+                feats = np.asarray(feats, dtype=np.float64)[None, :]
+            elif logits is None:
+                raise CalibrationMismatch(f"{name}: answer has no log-probabilities for "
+                                          f"{list(model.options)}")
+            probs = model.predict(np.zeros(len(model.options)) if logits is None else logits,
+                                  feats)[0]
+            out[name] = calibrated_answer(answer, probs, model.method)
+        return out

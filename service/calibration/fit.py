@@ -1,0 +1,414 @@
+"""Fitting a calibration from labelled tickets: choose a map per question, then thresholds.
+
+Offline only (imports scikit-learn through heads.fit_head). Pure: arrays in, Structs out.
+
+Per question, the candidates (raw softmax, temperature, vector scaling, learned head) are
+compared by k-fold cross-validated NLL on the same tickets; the lowest wins (vector scaling is
+thus kept only where its cross-validated NLL beats temperature's). Thresholds are chosen on the
+out-of-fold probabilities of the winners. `calibrate` then repeats the whole procedure inside an
+outer k-fold (nested cross-validation), so every reported figure -- ECE after, NLL after,
+accuracy, the confusion matrix at the chosen thresholds -- grades tickets that neither the maps
+nor the thresholds saw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+
+from service.calibration.artifact import Candidate
+from service.calibration.calibrator import METHODS, Method, QuestionModel
+from service.calibration.heads import DEFAULT_CS, fit_head
+from service.calibration.maths import (
+    DegenerateFit,
+    accuracy,
+    ece,
+    fit_temperature,
+    fit_vector,
+    nll,
+    softmax,
+    stratified_folds,
+)
+from service.calibration.thresholds import (
+    DEFAULT_GRID,
+    RED,
+    GreenChoice,
+    LevelSummary,
+    RedChoice,
+    choose_green,
+    choose_red,
+    levels,
+    summarise,
+)
+from service.l2.decision import Thresholds
+from service.results import RED_FLAGS
+
+CALIBRATED: tuple[str, ...] = ("risk", *RED_FLAGS, "category", "urgency")
+# Questions the thresholds depend on: too few labels here refuses the whole run.
+REQUIRED: tuple[str, ...] = ("risk", *RED_FLAGS)
+RISK_OPTIONS = ("green", "yellow", "red")
+
+
+class Refused(Exception):
+    """The labels cannot support a calibration; the message says which question and why."""
+
+
+class FitConfig(msgspec.Struct, frozen=True, kw_only=True):
+    folds: int = 5
+    seed: int = 0
+    min_per_class: int = 15
+    methods: tuple[Method, ...] = METHODS
+    cs: tuple[float, ...] = DEFAULT_CS
+    head_folds: int = 3  # inner folds that choose a head's regularisation
+    green_floor: float = 0.8  # the default green threshold: kept unless the data justify less
+    green_margin: float = 0.02
+    justify_max_rate: float = 0.01  # false-green rate bound needed to go under the floor
+    red_target: float = 0.9
+    grid: tuple[float, ...] = DEFAULT_GRID
+    yellow_flags: dict[str, float] = msgspec.field(
+        default_factory=lambda: dict(Thresholds().yellow_flags))
+
+
+@dataclass
+class QuestionData:
+    """One question over the dataset's tickets (rows aligned with Dataset.ids)."""
+
+    kind: str
+    options: tuple[str, ...]
+    logits: np.ndarray  # (n, K) raw option log-probs; NaN rows where the answer had none
+    labels: np.ndarray  # (n,) option index, -1 when the ticket has no label for this question
+    features: np.ndarray | None = None  # (n, d) hidden states; NaN rows where missing
+
+    def has_logits(self) -> np.ndarray:
+        return np.all(np.isfinite(self.logits), axis=1)
+
+    def has_features(self) -> np.ndarray:
+        if self.features is None:
+            return np.zeros(len(self.labels), dtype=bool)
+        return np.all(np.isfinite(self.features), axis=1)
+
+    def usable(self) -> np.ndarray:
+        """Rows every candidate can be fit and graded on: labelled, log-probs (and features)."""
+        ok = (self.labels >= 0) & self.has_logits()
+        if self.features is not None:
+            ok &= self.has_features()
+        return ok
+
+    def subset(self, idx: np.ndarray) -> QuestionData:
+        return QuestionData(self.kind, self.options, self.logits[idx], self.labels[idx],
+                            None if self.features is None else self.features[idx])
+
+    def counts(self) -> dict[str, int]:
+        y = self.labels[self.usable()]
+        return {o: int((y == i).sum()) for i, o in enumerate(self.options)}
+
+
+@dataclass
+class Dataset:
+    ids: list[str]
+    questions: dict[str, QuestionData]
+    # Risk answered by constrained generation (no log-probs): index of the generated option
+    # (yellow when the output was malformed), else -1. Serving never calibrates these.
+    risk_generated: np.ndarray
+    blocked: np.ndarray  # (n,) something other than the risk thresholds forbids green
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, idx: np.ndarray) -> Dataset:
+        return Dataset([self.ids[i] for i in idx],
+                       {q: d.subset(idx) for q, d in self.questions.items()},
+                       self.risk_generated[idx], self.blocked[idx])
+
+    def strata(self) -> np.ndarray:
+        """Fold stratification key: the risk label and the first red flag, so that the rare
+        flag positives spread over the folds too."""
+        key = self.questions["risk"].labels.astype(np.int64) + 1
+        for i, flag in enumerate(RED_FLAGS, start=1):
+            if flag in self.questions:
+                yes = self.questions[flag].labels == 0  # options (yes, no): index 0 is yes
+                key = np.where(yes & (key < 4), key + 4 * i, key)
+        return key
+
+
+@dataclass
+class QuestionFit:
+    model: QuestionModel
+    candidates: list[Candidate]
+    oof: np.ndarray  # (n, K) out-of-fold probabilities of the chosen map; NaN if unpredictable
+    counts: dict[str, int]
+
+
+@dataclass
+class FitResult:
+    questions: dict[str, QuestionFit]
+    skipped: dict[str, str]
+    thresholds: Thresholds
+    green: GreenChoice
+    red: RedChoice
+    selection: LevelSummary  # on the out-of-fold probabilities the thresholds were chosen on
+    probs: dict[str, np.ndarray]  # out-of-fold probabilities as served (raw when skipped)
+
+
+def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfig,
+                seed: int) -> QuestionModel:
+    y = d.labels[rows]
+    k = len(d.options)
+    if method == "raw":
+        return QuestionModel("raw", d.options, d.kind)
+    if len(np.unique(y)) < 2:
+        raise DegenerateFit("only one class among the training labels")
+    if method == "temperature":
+        return QuestionModel(method, d.options, d.kind, scaling=fit_temperature(d.logits[rows], y))
+    if method == "vector":
+        return QuestionModel(method, d.options, d.kind, scaling=fit_vector(d.logits[rows], y))
+    if d.features is None:
+        raise DegenerateFit("no hidden states for this question")
+    head = fit_head(d.features[rows], y, k, cfg.cs, cfg.head_folds, seed)
+    return QuestionModel("head", d.options, d.kind, head=head)
+
+
+def _predict(model: QuestionModel, d: QuestionData, rows: np.ndarray) -> np.ndarray:
+    """Probabilities for `rows`; NaN for rows the model cannot map (no log-probs/features)."""
+    out = np.full((len(rows), len(d.options)), np.nan)
+    ok = d.has_logits()[rows]
+    if model.needs_features:
+        ok &= d.has_features()[rows]
+    if ok.any():
+        r = rows[ok]
+        feats = d.features[r] if model.needs_features else None  # type: ignore[index]
+        out[ok] = model.predict(d.logits[r], feats)
+    return out
+
+
+def raw_probs(d: QuestionData) -> np.ndarray:
+    out = np.full(d.logits.shape, np.nan)
+    ok = d.has_logits()
+    out[ok] = softmax(d.logits[ok])
+    return out
+
+
+def _degenerate(p: np.ndarray) -> bool:
+    """A map that gives every ticket the same distribution has erased the model's signal."""
+    return bool(np.max(np.std(p, axis=0)) < 1e-4)
+
+
+def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cfg: FitConfig,
+                 methods: tuple[Method, ...]) -> QuestionFit:
+    """Cross-validate every method on the usable rows, keep the lowest NLL, refit on all."""
+    usable = d.usable()
+    y = d.labels
+    candidates: list[Candidate] = []
+    oofs: dict[Method, np.ndarray] = {}
+    for method in methods:
+        if method == "head" and d.features is None:
+            candidates.append(Candidate(method=method, cv_nll=None, error="no hidden states"))
+            continue
+        oof = np.full((len(y), len(d.options)), np.nan)
+        try:
+            for f, (train, test) in enumerate(folds):
+                model = _fit_method(method, d, train[usable[train]], cfg, cfg.seed + f)
+                oof[test] = _predict(model, d, test)
+            score = nll(oof[usable], y[usable])
+        except DegenerateFit as exc:
+            candidates.append(Candidate(method=method, cv_nll=None, error=str(exc)))
+            continue
+        candidates.append(Candidate(method=method, cv_nll=score))
+        oofs[method] = oof
+    scored = [c for c in candidates if c.cv_nll is not None]
+    # Ties (to 1e-9) go to the simpler map: candidates are listed simplest first.
+    best = min(scored, key=lambda c: round(c.cv_nll, 9))  # type: ignore[arg-type]
+    if best.method != "raw" and _degenerate(oofs[best.method][usable]):
+        raise DegenerateFit(f"{best.method} gives every ticket the same probabilities")
+    model = _fit_method(best.method, d, np.flatnonzero(usable), cfg, cfg.seed)
+    return QuestionFit(model=model, candidates=candidates, oof=oofs[best.method],
+                       counts=d.counts())
+
+
+def check_counts(data: Dataset, min_per_class: int) -> tuple[list[str], dict[str, str]]:
+    """Questions with enough labels per option; refuse when a required one falls short."""
+    eligible: list[str] = []
+    skipped: dict[str, str] = {}
+    for q in CALIBRATED:
+        if q not in data.questions:
+            if q in REQUIRED:
+                raise Refused(f"{q}: the answers carry no such question")
+            skipped[q] = "not asked"
+            continue
+        counts = data.questions[q].counts()
+        short = {o: c for o, c in counts.items() if c < min_per_class}
+        if short:
+            why = (f"{q}: too few labels per class (need {min_per_class}): "
+                   + ", ".join(f"{o} {c}" for o, c in short.items()))
+            if q in REQUIRED:
+                raise Refused(why)
+            skipped[q] = why
+        else:
+            eligible.append(q)
+    return eligible, skipped
+
+
+def served_probs(data: Dataset, fits: dict[str, QuestionFit]) -> dict[str, np.ndarray]:
+    """Out-of-fold probabilities as serving would see them: the fit's, else raw."""
+    return {q: (fits[q].oof if q in fits else raw_probs(d)) for q, d in data.questions.items()}
+
+
+def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
+                 yellow_flags: dict[str, float]) -> tuple[np.ndarray, ...]:
+    """p_green, p_red, p_flags, blocked and a validity mask, with generated risk folded in the
+    way service.l2.decision treats it (red believed, anything else yellow, never green)."""
+    risk = probs["risk"]
+    gen = data.risk_generated
+    p_green = np.where(gen >= 0, 0.0, risk[:, 0])
+    p_red = np.where(gen >= 0, (gen == 2).astype(float), risk[:, 2])
+    p_flags = {f: probs[f][:, 0] for f in RED_FLAGS if f in probs}  # options (yes, no)
+    blocked = data.blocked | (gen >= 0)
+    for f in yellow_flags:
+        if f in probs:
+            blocked = blocked | (np.nan_to_num(probs[f][:, 0], nan=1.0) >= yellow_flags[f])
+    valid = np.isfinite(p_green) & np.isfinite(p_red)
+    for p in p_flags.values():
+        valid &= np.isfinite(p)
+    return p_green, p_red, p_flags, blocked, valid
+
+
+def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None) -> FitResult:
+    """Maps and thresholds from `data`; `eligible` skips the label-count check (nested runs)."""
+    skipped: dict[str, str] = {}
+    if eligible is None:
+        eligible, skipped = check_counts(data, cfg.min_per_class)
+    folds = stratified_folds(data.strata(), cfg.folds, cfg.seed)
+    fits: dict[str, QuestionFit] = {}
+    for q in eligible:
+        try:
+            fits[q] = fit_question(data.questions[q], folds, cfg, cfg.methods)
+        except DegenerateFit as exc:
+            if q in REQUIRED:
+                raise Refused(f"{q}: degenerate fit: {exc}") from None
+            skipped[q] = f"degenerate fit: {exc}"
+    for q in REQUIRED:
+        fitted = [c for c in fits[q].candidates if c.method != "raw"] if q in fits else []
+        if fitted and all(c.cv_nll is None for c in fitted):
+            raise Refused(f"{q}: no calibration method could be fit: "
+                          + "; ".join(f"{c.method}: {c.error}" for c in fitted))
+    probs = served_probs(data, fits)
+    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, cfg.yellow_flags)
+    truth = data.questions["risk"].labels
+    # Thresholds are chosen on tickets whose risk came from the logits path with a label.
+    rows = valid & (truth >= 0) & (data.risk_generated < 0)
+    flag_labels = {f: np.where(data.questions[f].labels[rows] >= 0,
+                               (data.questions[f].labels[rows] == 0).astype(int), -1)
+                   for f in p_flags}
+    green = choose_green(p_green[rows], truth[rows], floor=cfg.green_floor,
+                         margin=cfg.green_margin, justify_max_rate=cfg.justify_max_rate)
+    red = choose_red(p_red[rows], {f: p[rows] for f, p in p_flags.items()}, truth[rows],
+                     flag_labels, target=cfg.red_target, grid=cfg.grid)
+    thresholds = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,
+                                         flags={**Thresholds().flags, **red.flags},
+                                         yellow_flags=dict(cfg.yellow_flags))
+    graded = valid & (truth >= 0)
+    predicted = levels(p_green, p_red, p_flags, thresholds.green, thresholds.red,
+                       thresholds.flags, blocked)
+    return FitResult(questions=fits, skipped=skipped, thresholds=thresholds, green=green,
+                     red=red, selection=summarise(truth[graded], predicted[graded]), probs=probs)
+
+
+class QuestionReport(msgspec.Struct, frozen=True):
+    n: int
+    ece_before: float
+    ece_after: float
+    nll_before: float
+    nll_after: float
+    accuracy_before: float
+    accuracy_after: float
+
+
+@dataclass
+class Calibration:
+    """The final fit plus its nested cross-validated evaluation."""
+
+    final: FitResult
+    reports: dict[str, QuestionReport]
+    nested: LevelSummary
+    raw_default: LevelSummary
+    nested_probs: dict[str, np.ndarray]  # graded probabilities (for reliability diagrams)
+    raw: dict[str, np.ndarray]
+    nested_thresholds: list[Thresholds] = field(default_factory=list)
+
+
+def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
+                    ) -> tuple[dict[str, np.ndarray], np.ndarray, list[Thresholds]]:
+    """Outer k-fold: fit maps and thresholds without the fold, predict the fold."""
+    n = len(data)
+    probs = {q: np.full((n, len(d.options)), np.nan) for q, d in data.questions.items()}
+    predicted = np.full(n, -1, dtype=np.int64)
+    chosen: list[Thresholds] = []
+    outer = stratified_folds(data.strata(), cfg.folds, cfg.seed + 1000)
+    for train, test in outer:
+        inner = fit_all(data.subset(train), cfg, eligible)
+        chosen.append(inner.thresholds)
+        for q, d in data.questions.items():
+            if q in inner.questions:
+                probs[q][test] = _predict(inner.questions[q].model, d, test)
+            else:
+                probs[q][test] = raw_probs(d)[test]
+        sub = data.subset(test)
+        fold_probs = {q: p[test] for q, p in probs.items()}
+        p_green, p_red, p_flags, blocked, valid = level_inputs(sub, fold_probs, cfg.yellow_flags)
+        t = inner.thresholds
+        lv = levels(p_green, p_red, p_flags, t.green, t.red, t.flags, blocked)
+        predicted[test] = np.where(valid, lv, -1)
+    return probs, predicted, chosen
+
+
+def calibrate(data: Dataset, cfg: FitConfig) -> Calibration:
+    """Fit on everything (the artifact) and grade the procedure by nested cross-validation."""
+    from threadpoolctl import threadpool_limits
+
+    # Many small BLAS calls: with threads, OpenBLAS spins on a busy 2-core machine and every
+    # fit takes 5-30x longer (measured); one thread is the fast setting here.
+    with threadpool_limits(1):
+        final = fit_all(data, cfg)
+        eligible = list(final.questions)
+        nested, predicted, chosen = nested_evaluate(data, cfg, eligible)
+    reports: dict[str, QuestionReport] = {}
+    raw = {q: raw_probs(d) for q, d in data.questions.items()}
+    for q in eligible:
+        d = data.questions[q]
+        rows = d.usable() & np.all(np.isfinite(nested[q]), axis=1)
+        y = d.labels[rows]
+        reports[q] = QuestionReport(
+            n=int(rows.sum()), ece_before=ece(raw[q][rows], y), ece_after=ece(nested[q][rows], y),
+            nll_before=nll(raw[q][rows], y), nll_after=nll(nested[q][rows], y),
+            accuracy_before=accuracy(raw[q][rows], y), accuracy_after=accuracy(nested[q][rows], y))
+    truth = data.questions["risk"].labels
+    graded = (truth >= 0) & (predicted >= 0)
+    p_green, p_red, p_flags, blocked, valid = level_inputs(data, raw, cfg.yellow_flags)
+    default = Thresholds()
+    raw_lv = levels(p_green, p_red, p_flags, default.green, default.red, default.flags, blocked)
+    raw_rows = (truth >= 0) & valid
+    return Calibration(final=final, reports=reports,
+                       nested=summarise(truth[graded], predicted[graded]),
+                       raw_default=summarise(truth[raw_rows], raw_lv[raw_rows]),
+                       nested_probs=nested, raw=raw, nested_thresholds=chosen)
+
+
+def label_index(options: tuple[str, ...], value: object) -> int:
+    """Option index of a label value (bool -> yes/no, int -> its digit), -1 when unknown."""
+    if value is None:
+        return -1
+    if isinstance(value, bool):
+        value = "yes" if value else "no"
+    elif isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value)):
+        value = str(int(value))
+    try:
+        return options.index(str(value))
+    except ValueError:
+        return -1
+
+
+__all__ = ["CALIBRATED", "REQUIRED", "RED", "Calibration", "Dataset", "FitConfig", "FitResult",
+           "QuestionData", "QuestionFit", "Refused", "calibrate", "fit_all", "label_index"]
