@@ -3,22 +3,22 @@
 All keys start with the configured prefix (TRIAGE_REDIS_PREFIX, default "triage") so that tests
 and several deployments can share one Redis.
 
-| key                         | type   | holds                                                    | expiry             |
+| key                         | type   | holds                                                    | expiry |
 |-----------------------------|--------|----------------------------------------------------------|--------------------|
 | {p}:tickets                 | stream | one entry per accepted ticket: field `id`                | trimmed by workers |
-| group "workers" on it       |        | consumer group; pending entries are claimed when idle    |                    |
-| {p}:ticket:{id}             | hash   | status, request (JSON), l1 (JSON), result (JSON), times  | result_ttl_s       |
-| {p}:features:{id}           | string | msgpack {question: float32 bytes}: L2 hidden states       | result_ttl_s       |
-| {p}:queue:{yellow|red|audit}| zset   | ticket ids waiting for an operator, score = accepted at  | none               |
-| {p}:decisions               | stream | operator decisions (field `data`: Decision JSON)          | none (the labels)  |
-| {p}:deadletter              | stream | tickets that failed max_deliveries times                 | none               |
-| {p}:idem:{key}              | string | "<ticket id> <payload sha256>"                            | idempotency_ttl_s  |
-| {p}:heartbeat:{worker}      | string | JSON {model, sha256, pid, at}                             | heartbeat_ttl_s    |
-| {p}:callbacks               | stream | callbacks to deliver (field `id`)                         | trimmed            |
-| {p}:callbacks:dead          | stream | callbacks that failed every attempt                       | none               |
-| {p}:results                 | stream | ids of finished tickets, newest last (audit sampling)     | trimmed ~100k      |
-| {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time    | none               |
-| {p}:audit:verdicts:{key}    | string | cached judge verdict (JSON)                               | none               |
+| group "workers" on it       |        | consumer group; pending entries are claimed when idle    | |
+| {p}:ticket:{id}             | hash   | status, request (JSON), l1 (JSON), result (JSON), times  | result_ttl_s |
+| {p}:features:{id}           | string | msgpack {question: float32 bytes}: L2 hidden states       | result_ttl_s |
+| {p}:queue:{yellow|red|audit}| zset   | ticket ids waiting for an operator, score = accepted at  | none |
+| {p}:decisions               | stream | operator decisions (field `data`: Decision JSON)          | none (the labels)|
+| {p}:deadletter              | stream | tickets that failed max_deliveries times                 | none |
+| {p}:idem:{key}              | string | "<ticket id> <payload sha256>"                            | idempotency_ttl_s|
+| {p}:heartbeat:{worker}      | string | JSON {model, sha256, pid, at}                             | heartbeat_ttl_s |
+| {p}:callbacks               | stream | callbacks to deliver (field `id`)                         | trimmed |
+| {p}:callbacks:dead          | stream | callbacks that failed every attempt                       | none |
+| {p}:results                 | stream | ids of finished tickets, newest last (audit sampling)     | trimmed ~100k |
+| {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time    | none |
+| {p}:audit:verdicts:{key}    | string | cached judge verdict (JSON)                               | none |
 """
 
 from __future__ import annotations

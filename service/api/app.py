@@ -9,10 +9,15 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 import structlog
-from litestar import Litestar, MediaType, Request, Response
+from litestar import Litestar, Request, Response
 from litestar.datastructures import State
-from litestar.exceptions import (HTTPException, NotAuthorizedException, NotFoundException,
-                                 PermissionDeniedException, ValidationException)
+from litestar.exceptions import (
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+    ValidationException,
+)
 from litestar.openapi import OpenAPIConfig
 from litestar.status_codes import HTTP_413_REQUEST_ENTITY_TOO_LARGE
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -108,8 +113,9 @@ def metrics_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
-def create_app(settings: Settings, redis_url: str, rules: Any, extra_route_handlers: list | None = None) -> Litestar:
-    """Build the app. `rules` is the L1 pack holder (evaluate(text) -> L1Result, reload())."""
+def create_app(settings: Settings, redis_url: str, rules: Any,
+               extra_route_handlers: list | None = None) -> Litestar:
+    """Build the app. `rules` is the L1 PackHolder (its `.pack` is read per request)."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar):

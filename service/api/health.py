@@ -1,4 +1,4 @@
-"""Public probes and metrics: /healthz (process up), /readyz (Redis and a loaded worker), /metrics."""
+"""Public probes and metrics: /healthz (up), /readyz (Redis and a loaded worker), /metrics."""
 
 from __future__ import annotations
 

@@ -13,8 +13,16 @@ from litestar import Request, Response, get, post
 from litestar.datastructures import State
 
 from .. import metrics
-from ..errors import (CallbackNotAllowed, EmptyTicket, IdempotencyConflict, InvalidTicket,
-                      NotFound, QueueFullError, TooLarge)
+from ..errors import (
+    CallbackNotAllowed,
+    EmptyTicket,
+    IdempotencyConflict,
+    InvalidTicket,
+    NotFound,
+    QueueFullError,
+    TooLarge,
+)
+from ..l1 import evaluate as evaluate_rules
 from ..results import L1Result, TicketIn, TriageResult, ticket_text
 from ..store import QueueFull
 from .auth import require
@@ -91,7 +99,7 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
     payload_sha = hashlib.sha256(payload).hexdigest()
 
     started = time.perf_counter()
-    l1 = state.rules.evaluate(ticket_text(data.subject, data.body))
+    l1 = evaluate_rules(state.rules.pack, ticket_text(data.subject, data.body))
     l1_seconds = time.perf_counter() - started
     metrics.l1_seconds.observe(l1_seconds)
 
@@ -132,8 +140,8 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
                     status_code=202, headers={"Location": location})
 
 
-@get("/v1/tickets/{ticket_id:str}", guards=[require("ingest", "operator")], summary="A ticket's state",
-     tags=["tickets"])
+@get("/v1/tickets/{ticket_id:str}", guards=[require("ingest", "operator")],
+     summary="A ticket's state", tags=["tickets"])
 async def read_ticket(ticket_id: str, state: State) -> TriageResult | TicketPending:
     stored = await state.store.ticket(ticket_id)
     if stored is None or "status" not in stored:
