@@ -1,0 +1,279 @@
+"""The console's routes under /ui: login/logout, queue tabs, the ticket view and its decision form.
+
+Decisions and queue pages go through the API's own handlers (record_decision, list_queue), so a
+decision made here is validated, recorded, counted and logged exactly like POST
+/v1/tickets/{id}/decision, lands in the decisions stream and takes the ticket out of its queues.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+import structlog
+from litestar import Request, Response, Router, get, post
+from litestar.datastructures import CacheControlHeader, State
+from litestar.response import Redirect
+from litestar.static_files import create_static_files_router
+
+from ..api.auth import TokenBucket
+from ..api.operators import list_queue, record_decision
+from ..errors import RateLimited, TriageError
+from ..keys import QUEUES
+from ..results import RED_FLAGS
+from ..store import AsyncStore
+from . import auth
+from .render import STATIC, page
+from .views import CATEGORIES, LEVELS, decision_from_form, downgraded, escalated, status_strip
+from .views import ticket_view as build_ticket_view
+
+log = structlog.get_logger()
+PAGE_SIZE = 50
+# Failed sign-ins are cheap to try; tokens are long, but there is no reason to allow a stream.
+LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10
+
+
+# --- shared page parts -----------------------------------------------------------------------------
+
+async def _chrome(request: Request, store: AsyncStore, active: str | None) -> dict[str, Any]:
+    """What every signed-in page shows: the operator, the CSRF token, tabs and the status strip."""
+    gauges = await store.gauges()
+    workers = await store.workers()
+    return {
+        "operator": auth.operator_of(request),
+        "csrf": auth.csrf_token(request),
+        "status": status_strip(gauges, workers, time.time()),
+        "queues": QUEUES,
+        "active": active,
+    }
+
+
+def _fields(form: Any) -> dict[str, str]:
+    return {key: value for key, value in form.items() if isinstance(value, str)}
+
+
+async def _flash(store: AsyncStore, decided: str | None) -> dict[str, Any] | None:
+    """The decision just recorded, read back from the ticket (never echoed from the URL)."""
+    if not decided:
+        return None
+    stored = await store.ticket(decided)
+    if not stored or "decision" not in stored:
+        return None
+    view = build_ticket_view(decided, stored, time.time())
+    return {"id": decided, "subject": view.subject, "decision": view.decision}
+
+
+def _not_found(what: str) -> Response[str]:
+    return page("error.html", 404, title="Not found", message=what, operator=None, status=None,
+                queues=QUEUES, active=None, csrf=None)
+
+
+# --- sign-in ---------------------------------------------------------------------------------------
+
+def _login_page(request: Request, nonce: str, status_code: int = 200, error: str | None = None,
+                name: str = "", next_path: str = "/ui") -> Response[str]:
+    cookie = auth.make_cookie(request, auth.LOGIN_COOKIE, nonce, 3600, "/ui/login")
+    return page("login.html", status_code, cookies=[cookie], title="Sign in", error=error,
+                name=name, next_path=auth.safe_next(next_path),
+                csrf=request.app.state.sessions.csrf_token(nonce),
+                operator=None, status=None, queues=QUEUES, active=None)
+
+
+@get("/", name="console_login_form")
+async def login_form(request: Request, next: str | None = None) -> Response[Any]:
+    if auth.operator_of(request) is not None:
+        return Redirect(auth.safe_next(next), status_code=303)
+    nonce = request.cookies.get(auth.LOGIN_COOKIE) or secrets.token_urlsafe(18)
+    return _login_page(request, nonce, next_path=next or "/ui")
+
+
+@post("/", name="console_login", status_code=303)
+async def login(request: Request, state: State) -> Response[Any]:
+    form = _fields(await request.form())
+    nonce = request.cookies.get(auth.LOGIN_COOKIE)
+    if not state.sessions.check_csrf(nonce, form.get("csrf")):
+        raise auth.CsrfRejected("the sign-in form is stale or cookies are off")
+    assert nonce is not None
+    name_field, next_path = form.get("name", ""), form.get("next", "/ui")
+    limiter = getattr(state, "console_login_limiter", None)
+    if limiter is None:
+        limiter = state.console_login_limiter = TokenBucket(LOGIN_RATE_PER_S, LOGIN_BURST)
+    try:
+        limiter.take(request.client.host if request.client else "unknown")
+    except RateLimited:
+        return _login_page(request, nonce, 429, "Too many sign-in attempts; wait a minute.",
+                           name_field, next_path)
+    roles = state.tokens.roles(form.get("token", "").strip()) if form.get("token") else set()
+    if "operator" not in roles:
+        if roles:  # a real token, but an ingest one: it must never reach the console
+            log.warning("console_login_refused", reason="not an operator token")
+            return _login_page(request, nonce, 403, "This token cannot open the console: "
+                               "it is not an operator token.", name_field, next_path)
+        log.warning("console_login_refused", reason="unknown token")
+        return _login_page(request, nonce, 401, "Unknown token.", name_field, next_path)
+    name = auth.clean_name(name_field)
+    if name is None:
+        return _login_page(request, nonce, 400, f"Give your name (1 to {auth.NAME_MAX} "
+                           "characters): it is recorded with each decision.", name_field,
+                           next_path)
+    log.info("console_login", operator=name)
+    return Redirect(auth.safe_next(next_path), status_code=303,
+                    cookies=auth.session_cookies(request, state.sessions, name))
+
+
+@post("/logout", name="console_logout", status_code=303)
+async def logout(request: Request) -> Response[Any]:
+    auth.check_csrf(request, _fields(await request.form()).get("csrf"))
+    return Redirect("/ui/login", status_code=303, cookies=auth.logout_cookies(request))
+
+
+# --- queues ----------------------------------------------------------------------------------------
+
+@get("/", name="console_home")
+async def home(state: State) -> Redirect:
+    """Open where the work is: the first non-empty queue, red before yellow before audit."""
+    depths = (await state.store.gauges())["queues"]
+    target = next((q for q in QUEUES if depths.get(q)), QUEUES[0])
+    return Redirect(f"/ui/queues/{target}", status_code=303)
+
+
+@get("/queues/{queue:str}", name="console_queue")
+async def queue_page(request: Request, state: State, queue: str, cursor: str | None = None,
+                     decided: str | None = None) -> Response[str]:
+    if queue not in QUEUES:
+        return _not_found(f"There is no {queue!r} queue; the queues are {', '.join(QUEUES)}.")
+    try:
+        listing = await list_queue.fn(queue=queue, state=state, limit=PAGE_SIZE, cursor=cursor)
+    except TriageError as error:
+        return _not_found(error.detail)
+    return page("queue.html", title=f"{queue.capitalize()} queue", listing=listing,
+                cursor=cursor, now=time.time(), flash=await _flash(state.store, decided),
+                **await _chrome(request, state.store, queue))
+
+
+# --- one ticket ------------------------------------------------------------------------------------
+
+async def _queue_context(store: AsyncStore, ticket_id: str, requested: str | None,
+                         level: str) -> str:
+    """The queue the operator is working through: as asked, else the one holding the ticket."""
+    if requested in QUEUES:
+        return requested  # type: ignore[return-value]
+    pipe = store.client.pipeline(transaction=False)
+    for queue in QUEUES:
+        pipe.zscore(store.keys.queue(queue), ticket_id)
+    scores = await pipe.execute()
+    holding = [q for q, score in zip(QUEUES, scores, strict=True) if score is not None]
+    if holding:
+        return holding[0]
+    return level if level in QUEUES else "audit"
+
+
+async def _neighbours(store: AsyncStore, queue: str, ticket_id: str) -> dict[str, Any]:
+    key = store.keys.queue(queue)
+    rank = await store.client.zrank(key, ticket_id)
+    depth = int(await store.client.zcard(key))
+    if rank is None:
+        return {"rank": None, "depth": depth, "previous": None, "next": None}
+    around = await store.client.zrange(key, max(rank - 1, 0), rank + 1)
+    ids = [m.decode() if isinstance(m, bytes) else str(m) for m in around]
+    here = ids.index(ticket_id)
+    return {"rank": rank, "depth": depth, "previous": ids[here - 1] if here > 0 else None,
+            "next": ids[here + 1] if here + 1 < len(ids) else None}
+
+
+def _form_defaults(view: Any) -> dict[str, Any]:
+    return {"level": view.level, "category": view.category or "",
+            "flags": {flag: flag in view.suggested_flags for flag in RED_FLAGS},
+            "false_green": False, "note": ""}
+
+
+def _form_from_fields(fields: dict[str, str]) -> dict[str, Any]:
+    return {"level": fields.get("level", ""), "category": fields.get("category", ""),
+            "flags": {flag: fields.get(f"flag_{flag}") == "on" for flag in RED_FLAGS},
+            "false_green": fields.get("false_green") == "on", "note": fields.get("note", "")}
+
+
+async def _ticket_page(request: Request, state: State, ticket_id: str, stored: dict[str, str],
+                       queue: str | None, status_code: int = 200, error: TriageError | None = None,
+                       fields: dict[str, str] | None = None,
+                       decided: str | None = None) -> Response[str]:
+    view = build_ticket_view(ticket_id, stored, time.time())
+    context = await _queue_context(state.store, ticket_id, queue, view.level)
+    return page(
+        "ticket.html", status_code, title=view.subject or ticket_id, ticket=view,
+        queue=context, position=await _neighbours(state.store, context, ticket_id),
+        form=_form_from_fields(fields) if fields else _form_defaults(view),
+        error=error, levels=LEVELS, categories=CATEGORIES, red_flags=RED_FLAGS,
+        escalate_to=escalated(view.level), downgrade_to=downgraded(view.level),
+        flash=await _flash(state.store, decided), **await _chrome(request, state.store, context))
+
+
+@get("/tickets/{ticket_id:str}", name="console_ticket")
+async def ticket_page(request: Request, state: State, ticket_id: str, queue: str | None = None,
+                      decided: str | None = None) -> Response[str]:
+    stored = await state.store.ticket(ticket_id)
+    if stored is None or "request" not in stored:
+        return _not_found(f"No ticket {ticket_id!r}: it may have expired.")
+    return await _ticket_page(request, state, ticket_id, stored, queue, decided=decided)
+
+
+@post("/tickets/{ticket_id:str}/decision", name="console_decide", status_code=303)
+async def decide(request: Request, state: State, ticket_id: str) -> Response[Any]:
+    fields = _fields(await request.form())
+    auth.check_csrf(request, fields.get("csrf"))
+    stored = await state.store.ticket(ticket_id)
+    if stored is None or "request" not in stored:
+        return _not_found(f"No ticket {ticket_id!r}: it may have expired.")
+    view = build_ticket_view(ticket_id, stored, time.time())
+    queue = await _queue_context(state.store, ticket_id, fields.get("queue"), view.level)
+    key = state.store.keys.queue(queue)
+    operator = auth.operator_of(request)
+    assert operator is not None  # the router's guard let us in
+    try:
+        data = decision_from_form(fields, view.level, operator)
+        rank = await state.store.client.zrank(key, ticket_id)
+        # The API's handler itself: same checks, Decision, store.decide, metrics and log line.
+        await record_decision.fn(ticket_id=ticket_id, data=data, state=state)
+    except TriageError as error:
+        return await _ticket_page(request, state, ticket_id, stored, queue, error.status, error,
+                                  fields)
+    # The next ticket is the one that followed this one; past the end, the oldest left (one
+    # the operator skipped); none left, the queue page.
+    following = await state.store.client.zrange(key, rank, rank) if rank is not None else []
+    following = following or await state.store.client.zrange(key, 0, 0)
+    if not following:
+        return Redirect(f"/ui/queues/{queue}?decided={ticket_id}", status_code=303)
+    next_id = following[0].decode() if isinstance(following[0], bytes) else str(following[0])
+    return Redirect(f"/ui/tickets/{next_id}?queue={queue}&decided={ticket_id}", status_code=303)
+
+
+# --- wiring ----------------------------------------------------------------------------------------
+
+def _to_login(_: Request, exc: auth.LoginRequired) -> Response[Any]:
+    return Redirect(auth.login_location(exc.next_path), status_code=303)
+
+
+def _csrf_rejected(_: Request, exc: auth.CsrfRejected) -> Response[str]:
+    return page("error.html", 403, title="Form expired",
+                message="This form is no longer valid for your session (it was opened before "
+                        "you signed in again, or it did not come from the console). Reload the "
+                        "page and try again.",
+                operator=None, status=None, queues=QUEUES, active=None, csrf=None)
+
+
+EXCEPTIONS = {auth.LoginRequired: _to_login, auth.CsrfRejected: _csrf_rejected}
+
+
+def route_handlers() -> list:
+    """Fresh routers for one app: the guarded console, the sign-in pages and the static assets."""
+    console = Router(path="/ui", route_handlers=[home, queue_page, ticket_page, decide, logout],
+                     guards=[auth.require_session], exception_handlers=EXCEPTIONS,
+                     include_in_schema=False)
+    sign_in = Router(path="/ui/login", route_handlers=[login_form, login],
+                     exception_handlers=EXCEPTIONS, include_in_schema=False)
+    static = create_static_files_router(
+        path="/ui/static", directories=[STATIC], name="console_static",
+        cache_control=CacheControlHeader(max_age=86400),  # URLs carry ?v=<content hash>
+        include_in_schema=False)
+    return [console, sign_in, static]
