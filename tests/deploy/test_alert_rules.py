@@ -1,4 +1,4 @@
-"""Alert rules: the set issue 7 asks for, objectives consistent with the settings, promtool's own checks and unit tests."""
+"""Alert rules: the set issue 7 asks for, objectives matching the settings, promtool checks and tests."""
 
 from __future__ import annotations
 

@@ -1,0 +1,94 @@
+"""The Dockerfile, read statically (no Docker engine here): stages, user, probe, entry point, build context."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+import pytest
+
+from service.settings import ENV
+from tests.deploy import helpers as h
+
+STAGES = h.dockerfile_stages()
+
+
+def test_stages_build_once_and_ship_slim():
+    assert list(STAGES) == ["wheels", "source", "runtime", "bundled"]
+    wheels, runtime = STAGES["wheels"], STAGES["runtime"]
+    assert any("build-essential" in r and "cmake" in r for r in wheels.args("RUN"))
+    assert not any("build-essential" in r or "cmake" in r for r in runtime.args("RUN"))
+    assert any("--mount=type=bind,from=wheels" in r for r in runtime.args("RUN"))
+    assert STAGES["bundled"].base == "runtime"
+
+
+def test_llama_cpp_version_is_the_pyproject_pin_and_built_portable():
+    pins = tomllib.loads((h.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pin = next(p for p in pins if p.startswith("llama-cpp-python"))
+    arg = next(a for a in STAGES["wheels"].args("ARG") if a.startswith("LLAMA_CPP_VERSION="))
+    assert pin == f"llama-cpp-python=={arg.split('=', 1)[1]}"
+    assert any("-DGGML_NATIVE=OFF" in a for a in STAGES["wheels"].args("ARG"))
+    # the compile is alone in its layer, before any project file is copied
+    instructions = STAGES["wheels"].instructions
+    compile_at = next(i for i, (kw, rest) in enumerate(instructions)
+                      if kw == "RUN" and "llama-cpp-python==" in rest)
+    first_copy = next(i for i, (kw, _) in enumerate(instructions) if kw == "COPY")
+    assert compile_at < first_copy
+
+
+def test_runtime_runs_as_a_non_root_user():
+    users = STAGES["runtime"].args("USER")
+    assert users and users[-1].split(":")[0] not in {"0", "root"}
+    assert not STAGES["bundled"].args("USER")  # inherits the non-root user
+
+
+def test_entrypoint_is_triage_and_serve_is_the_default():
+    runtime = STAGES["runtime"]
+    assert json.loads(runtime.args("ENTRYPOINT")[-1]) == ["triage"]
+    assert json.loads(runtime.args("CMD")[-1]) == ["serve"]
+
+
+def test_healthcheck_runs_the_shipped_probe():
+    check = STAGES["runtime"].args("HEALTHCHECK")[-1]
+    assert "--start-period=" in check
+    assert check.endswith('CMD ["python", "/app/healthcheck.py"]')
+    assert any("deploy/healthcheck.py ./healthcheck.py" in c for c in STAGES["runtime"].args("COPY"))
+
+
+def test_bundled_stage_fetches_and_verifies_the_model():
+    runs = STAGES["bundled"].args("RUN")
+    assert any(r.startswith('triage fetch-model --size "${MODEL_SIZE}"') for r in runs)
+
+
+def test_environment_names_are_settings():
+    env = " ".join(STAGES["runtime"].args("ENV"))
+    names = set(re.findall(r"\b(TRIAGE_[A-Z0-9_]+)=", env))
+    assert names, "no TRIAGE_ settings in the runtime ENV"
+    assert names <= set(ENV.values()), names - set(ENV.values())
+    assert "TRIAGE_HOST=0.0.0.0" in env  # 127.0.0.1 would be unreachable from outside
+
+
+@pytest.mark.parametrize("path", [
+    "pyproject.toml", "README.md", "service/cli.py", "prompts/questions.yaml",
+    "deploy/healthcheck.py", "data/judge_calibration.jsonl",
+])
+def test_context_keeps_what_the_image_needs(path):
+    assert not h.dockerignore_excludes(path), path
+    assert (h.ROOT / path).exists(), f"{path} is copied by the Dockerfile but missing"
+
+
+@pytest.mark.parametrize("path", [
+    ".git/config", ".venv/bin/python", "var/dev-tokens.env", "tests/conftest.py",
+    "deploy/compose.yaml", "deploy/.env", "service/__pycache__/cli.cpython-311.pyc",
+    "models/qwen.gguf", "bench/results.json",
+])
+def test_context_leaves_out_everything_else(path):
+    assert h.dockerignore_excludes(path), path
+
+
+def test_dockerignore_matcher_follows_docker_rules():
+    text = "*\n!keep/\nkeep/**/*.tmp\n"
+    assert h.dockerignore_excludes("other.txt", text)
+    assert not h.dockerignore_excludes("keep/a.txt", text)
+    assert h.dockerignore_excludes("keep/sub/a.tmp", text)
