@@ -97,7 +97,8 @@ def choose_red(p_red: np.ndarray, p_flags: dict[str, np.ndarray], true_level: np
     Exhaustive over grid^(1 + flags). Ties go to higher recall, then fewer flags raised on
     tickets labelled without that flag (`flag_labels`: 1 yes, 0 no, -1 unknown), then to the
     thresholds nearest the middle of the grid (least sensitive to a shift in probabilities).
-    When no combination reaches the target, the highest recall wins, then the same order.
+    When no combination reaches the target, the highest recall wins, then the fewest
+    over-escalations, then the same order.
     """
     p_red = np.asarray(p_red, dtype=np.float64)
     is_red = np.asarray(true_level) == RED
@@ -136,9 +137,11 @@ def choose_red(p_red: np.ndarray, p_flags: dict[str, np.ndarray], true_level: np
     fps = np.broadcast_to(fp[None], shape)
     dists = np.broadcast_to(dist[None], shape) + np.abs(g - mid).reshape((-1,) + (1,) * k)
     # lexsort: last key is primary
+    # reached: fewest over-escalations, then highest recall; not reached: the reverse
     primary = np.where(reached, 0, 1)
     second = np.where(reached, over, -recall)
-    order = np.lexsort((dists.ravel(), fps.ravel(), -recall.ravel(), second.ravel(),
+    third = np.where(reached, -recall, over)
+    order = np.lexsort((dists.ravel(), fps.ravel(), third.ravel(), second.ravel(),
                         primary.ravel()))
     best = np.unravel_index(order[0], shape)
     return RedChoice(red=float(g[best[0]]),

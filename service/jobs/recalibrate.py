@@ -1,0 +1,532 @@
+"""`triage recalibrate`: operator decisions (or a labelled file) -> a calibration artifact.
+
+Labels come from the decisions stream joined with the stored L2 answers and hidden states of
+the same tickets, plus a labelled starting corpus (the dev set) replayed through the real
+classifier; or, with --from-file, from one labelled JSONL replayed alone. The fitting is
+service.calibration.fit (pure); this module does the I/O: Redis, the model, a cache of replayed
+answers, the artifact and its report (Markdown + reliability diagrams). A refusal (too few
+labels, degenerate fit) writes nothing and leaves the current artifact in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import structlog
+
+from service.calibration.artifact import (
+    ArtifactMeta,
+    Evaluation,
+    HeadInfo,
+    QuestionEntry,
+    new_version,
+    write_artifact,
+)
+from service.calibration.fit import (
+    CALIBRATED,
+    Calibration,
+    Dataset,
+    FitConfig,
+    QuestionData,
+    Refused,
+    calibrate,
+    label_index,
+)
+from service.keys import Keys
+from service.results import (
+    RED_FLAGS,
+    Answer,
+    Decision,
+    L2Result,
+    ModelInfo,
+    TriageResult,
+    ticket_text,
+)
+
+log = structlog.get_logger()
+
+DEFAULT_CORPUS = "/work/shared/data/tickets/dev.jsonl"
+LEVELS = ("green", "yellow", "red")
+
+
+class RecalibrateError(Exception):
+    """Input the job cannot use (a malformed labelled file, no model); the message says where."""
+
+
+# ------------------------------------------------------------------------------ labelled files
+class LabelledRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One line of the risk policy's labelled format (docs: risk-policy.md)."""
+
+    id: str
+    body: str
+    risk: str
+    flags: dict[str, bool]
+    subject: str | None = None
+    language: str | None = None
+    category: str | None = None
+    urgency: int | None = None
+    note: str | None = None  # for people; never read by code
+
+
+def read_labelled(path: str | Path) -> list[LabelledRecord]:
+    """Parse and check a labelled JSONL; errors name the file and line."""
+    decoder = msgspec.json.Decoder(LabelledRecord)
+    records: list[LabelledRecord] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise RecalibrateError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            rec = decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise RecalibrateError(f"{where}: {exc}") from None
+        if rec.risk not in LEVELS:
+            raise RecalibrateError(f"{where}: risk must be one of {LEVELS}, got {rec.risk!r}")
+        unknown = set(rec.flags) - set(RED_FLAGS)
+        if unknown:
+            raise RecalibrateError(f"{where}: unknown flags {sorted(unknown)}")
+        if any(rec.flags.values()) and rec.risk != "red":
+            raise RecalibrateError(f"{where}: a red flag is set but risk is {rec.risk!r} "
+                                   "(the policy: any flag true means red)")
+        if rec.urgency is not None and not 0 <= rec.urgency <= 5:
+            raise RecalibrateError(f"{where}: urgency must be 0..5, got {rec.urgency}")
+        records.append(rec)
+    return records
+
+
+# ------------------------------------------------------------------------------ examples
+@dataclass
+class Example:
+    """One labelled ticket with its raw L2 answers and hidden states, whatever its source."""
+
+    id: str
+    source: str  # "file", "corpus" or "decisions"
+    text_sha: str
+    labels: dict[str, Any]  # question -> label (level, bool, category, int) or None
+    answers: dict[str, Answer]
+    features: dict[str, np.ndarray]
+    truncated: bool = False
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def labels_from_record(rec: LabelledRecord) -> dict[str, Any]:
+    labels: dict[str, Any] = {"risk": rec.risk, "category": rec.category, "urgency": rec.urgency}
+    for flag in RED_FLAGS:
+        labels[flag] = rec.flags.get(flag, False if rec.risk != "red" else None)
+    return labels
+
+
+def labels_from_decision(dec: Decision) -> dict[str, Any]:
+    """An operator's verdict as labels. Flags not given are known to be absent only when the
+    ticket is not red (the policy: any flag makes it red); on a red ticket they stay unknown."""
+    labels: dict[str, Any] = {"risk": dec.correct_level, "category": dec.category,
+                              "urgency": None}
+    for flag in RED_FLAGS:
+        if dec.flags is not None and flag in dec.flags:
+            labels[flag] = bool(dec.flags[flag])
+        else:
+            labels[flag] = False if dec.correct_level != "red" else None
+    return labels
+
+
+# ------------------------------------------------------------------------------ replay cache
+class _Cached(msgspec.Struct, frozen=True):
+    result: L2Result
+    features: dict[str, bytes]  # float32 bytes, as the worker stores them in Redis
+    truncated: bool = False
+
+
+class ReplayCache:
+    """Raw (uncalibrated) L2 answers and hidden states of replayed texts, on disk.
+
+    Keyed by model sha256 and prompt_sha (the directory) and the text's sha256 (the file), so
+    a changed model or prompt never reuses an old entry. Features cost ~2 s per ticket on a
+    2-core machine; the dev set is replayed once, then every recalibration reads it from here.
+    """
+
+    def __init__(self, root: str | Path, model_sha: str, prompt_sha: str) -> None:
+        self.dir = Path(root) / f"{model_sha[:16]}-{prompt_sha[:16]}"
+
+    def _path(self, sha: str) -> Path:
+        return self.dir / f"{sha}.msgpack"
+
+    def get(self, sha: str) -> tuple[L2Result, dict[str, np.ndarray], bool] | None:
+        try:
+            entry = msgspec.msgpack.decode(self._path(sha).read_bytes(), type=_Cached)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        feats = {k: np.frombuffer(v, dtype=np.float32) for k, v in entry.features.items()}
+        return entry.result, feats, entry.truncated
+
+    def put(self, sha: str, result: L2Result, features: dict[str, np.ndarray],
+            truncated: bool) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        entry = _Cached(result=result, truncated=truncated,
+                        features={k: np.asarray(v, dtype=np.float32).tobytes()
+                                  for k, v in features.items()})
+        tmp = self._path(sha).with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(msgspec.msgpack.encode(entry))
+        os.replace(tmp, self._path(sha))
+
+
+def replay(records: Iterable[LabelledRecord], source: str, cache: ReplayCache,
+           classifier: Callable[[], Any], timeout_s: float = 300.0,
+           progress: Callable[[int, int, str], None] | None = None
+           ) -> tuple[list[Example], Counter]:
+    """Labelled records through the real classifier (uncalibrated), cached.
+
+    `classifier` is a factory so that the model is loaded only when some text is not cached.
+    Returns the examples and a count of tickets left out (and why).
+    """
+    records = list(records)
+    examples: list[Example] = []
+    skipped: Counter = Counter()
+    model = None
+    for i, rec in enumerate(records):
+        text = ticket_text(rec.subject, rec.body)
+        sha = text_sha(text)
+        hit = cache.get(sha)
+        if hit is None:
+            if model is None:
+                model = classifier()
+                if getattr(model, "calibrator", None) is not None:
+                    raise RecalibrateError("the replay classifier must be uncalibrated")
+            out = model.classify(text, timeout_s=timeout_s)
+            if out.result.method == "unavailable":
+                skipped["l2 unavailable"] += 1
+                log.warning("recalibrate_replay_unavailable", id=rec.id, reason=out.result.reason)
+                continue
+            cache.put(sha, out.result, out.features, out.truncated)
+            hit = (out.result, out.features, out.truncated)
+        result, feats, truncated = hit
+        examples.append(Example(id=rec.id, source=source, text_sha=sha,
+                                labels=labels_from_record(rec), answers=result.answers,
+                                features=feats, truncated=truncated))
+        if progress is not None:
+            progress(i + 1, len(records), rec.id)
+    return examples, skipped
+
+
+# ------------------------------------------------------------------------------ decisions
+def decode_features(blob: bytes | None) -> dict[str, np.ndarray]:
+    """{question: float32 vector} from the worker's msgpack ({"dtype", "features"} or flat)."""
+    if not blob:
+        return {}
+    data = msgspec.msgpack.decode(blob)
+    if isinstance(data, dict) and "features" in data and isinstance(data["features"], dict):
+        data = data["features"]
+    return {str(k): np.frombuffer(v, dtype=np.float32) for k, v in data.items()
+            if isinstance(v, bytes | bytearray)}
+
+
+def collect_decisions(client: Any, keys: Keys, model_sha: str, prompt_sha: str,
+                      batch: int = 1000) -> tuple[list[Example], Counter]:
+    """Latest decision per ticket joined with its stored result and hidden states.
+
+    Tickets classified by another model or prompt are left out (their log-probs and hidden
+    states are not what the running classifier produces), as are tickets whose result or
+    features expired, and tickets whose L2 never answered.
+    """
+    latest: dict[str, Decision] = {}
+    skipped: Counter = Counter()
+    start = "-"
+    while True:
+        entries = client.xrange(keys.decisions, min=start, max="+", count=batch)
+        for _entry_id, fields in entries:
+            raw = fields.get(b"data") or fields.get("data")
+            try:
+                dec = msgspec.json.decode(raw, type=Decision)
+            except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
+                skipped["malformed decision"] += 1
+                continue
+            latest[dec.ticket_id] = dec  # stream order: a later decision overrides
+        if len(entries) < batch:
+            break
+        last = entries[-1][0]
+        last = last.decode() if isinstance(last, bytes) else last
+        start = "(" + last
+    examples: list[Example] = []
+    for ticket_id, dec in latest.items():
+        stored = client.hmget(keys.ticket(ticket_id), "result", "request")
+        if not stored[0]:
+            skipped["result expired or missing"] += 1
+            continue
+        try:
+            result = msgspec.json.decode(stored[0], type=TriageResult)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            skipped["malformed result"] += 1
+            continue
+        if result.model.sha256 != model_sha or result.prompt_sha != prompt_sha:
+            skipped["other model or prompt"] += 1
+            continue
+        if result.l2.method == "unavailable" or not result.l2.answers:
+            skipped["l2 unavailable"] += 1
+            continue
+        feats = decode_features(client.get(keys.features(ticket_id)))
+        if not feats:
+            skipped["features expired or missing"] += 1
+            continue
+        sha = ""
+        if stored[1]:
+            try:
+                req = msgspec.json.decode(stored[1])
+                sha = text_sha(ticket_text(req.get("subject"), req.get("body", "")))
+            except (msgspec.DecodeError, AttributeError):
+                sha = ""
+        examples.append(Example(
+            id=ticket_id, source="decisions", text_sha=sha, labels=labels_from_decision(dec),
+            answers=result.l2.answers, features=feats,
+            truncated="truncated" in (result.l2.reason or "")))
+    return examples, skipped
+
+
+def merge(primary: list[Example], secondary: list[Example]) -> list[Example]:
+    """primary plus those of secondary whose text is not already there (an operator's label on
+    the same text wins over the corpus; duplicates across folds would flatter every figure)."""
+    seen = {e.text_sha for e in primary if e.text_sha}
+    out = list(primary)
+    for e in secondary:
+        if e.text_sha and e.text_sha in seen:
+            continue
+        seen.add(e.text_sha)
+        out.append(e)
+    return out
+
+
+# ------------------------------------------------------------------------------ dataset
+def build_dataset(examples: list[Example], questions: dict[str, Any]) -> Dataset:
+    """Arrays per question from the examples; `questions` maps name -> service.l2 Question."""
+    n = len(examples)
+    data: dict[str, QuestionData] = {}
+    for name in CALIBRATED + ("instructions",):
+        if name not in questions:
+            continue
+        options = tuple(questions[name].labels())
+        logits = np.full((n, len(options)), np.nan)
+        labels = np.full(n, -1, dtype=np.int64)
+        dims = {len(e.features[name]) for e in examples if name in e.features}
+        dim = max(dims) if dims else 0
+        feats = np.full((n, dim), np.nan) if dim else None
+        for i, e in enumerate(examples):
+            answer = e.answers.get(name)
+            if answer is not None and answer.method in ("logits", "head") and answer.logprobs \
+                    and tuple(answer.options) == options \
+                    and all(o in answer.logprobs for o in options):
+                logits[i] = [answer.logprobs[o] for o in options]
+            if feats is not None and name in e.features and len(e.features[name]) == dim:
+                feats[i] = e.features[name]
+            labels[i] = label_index(options, e.labels.get(name))
+        data[name] = QuestionData(questions[name].kind, options, logits, labels, feats)
+    risk_generated = np.full(n, -1, dtype=np.int64)
+    for i, e in enumerate(examples):
+        risk = e.answers.get("risk")
+        if risk is None:
+            risk_generated[i] = 1  # no risk answer at all: the decision falls to yellow
+        elif risk.method == "generated" or not risk.logprobs:
+            risk_generated[i] = LEVELS.index(risk.chosen) if risk.chosen in LEVELS else 1
+    blocked = np.array([e.truncated for e in examples], dtype=bool)
+    return Dataset(ids=[e.id for e in examples], questions=data, risk_generated=risk_generated,
+                   blocked=blocked)
+
+
+# ------------------------------------------------------------------------------ the run
+@dataclass
+class Options:
+    from_file: str | None = None
+    out: str | None = None  # default settings.calibration_dir
+    folds: int = 5
+    min_per_class: int = 15
+    corpus: str | None = DEFAULT_CORPUS  # starting corpus joined with the decisions
+    seed: int = 0
+    cache_dir: str | None = None  # default <var_dir>/calibration-cache
+    command: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    path: Path
+    meta: ArtifactMeta
+    calibration: Calibration
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), " \
+           f"Python {platform.python_version()}"
+
+
+def rules_sha(settings: Any) -> str:
+    """The L1 rule pack's hash, recorded for provenance (thresholds are fitted on L2 alone)."""
+    try:
+        from service.l1 import load_pack
+
+        return load_pack(settings.rules_dir).sha
+    except Exception as exc:  # an absent or invalid pack must not stop recalibration
+        log.warning("recalibrate_rules_sha_unavailable", error=str(exc))
+        return ""
+
+
+def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str,
+           classifier: Callable[[], Any], redis_client: Any = None,
+           progress: Callable[[int, int, str], None] | None = None
+           ) -> tuple[list[Example], dict[str, int], Counter]:
+    """The labelled examples for this run, their sources, and what was left out."""
+    cache = ReplayCache(opts.cache_dir or Path(settings.var_dir) / "calibration-cache",
+                        model_sha, prompt_sha)
+    skipped: Counter = Counter()
+    if opts.from_file:
+        examples, skipped = replay(read_labelled(opts.from_file), "file", cache, classifier,
+                                   progress=progress)
+    else:
+        corpus: list[Example] = []
+        if opts.corpus:
+            corpus, skipped = replay(read_labelled(opts.corpus), "corpus", cache, classifier,
+                                     progress=progress)
+        client = redis_client
+        if client is None:
+            import redis
+
+            from service.redis_conn import resolve_redis_url
+
+            client = redis.Redis.from_url(resolve_redis_url(settings, allow_embedded=False))
+        decided, missing = collect_decisions(client, Keys(settings.redis_prefix), model_sha,
+                                             prompt_sha)
+        skipped.update(missing)
+        examples = merge(decided, corpus)
+        skipped["corpus ticket relabelled by an operator"] += len(decided) + len(corpus) \
+            - len(examples)
+    sources = dict(Counter(e.source for e in examples))
+    return examples, sources, +skipped
+
+
+def build_meta(calibration: Calibration, data: Dataset, *, version: str, created_at: float,
+               command: str, model: ModelInfo, prompt_sha: str, rules: str, cfg: FitConfig,
+               sources: dict[str, int], elapsed_s: float) -> ArtifactMeta:
+    final = calibration.final
+    questions: dict[str, QuestionEntry] = {}
+    for name, fit in final.questions.items():
+        m = fit.model
+        rep = calibration.reports[name]
+        head = None
+        if m.head is not None:
+            head = HeadInfo(dim=m.head.dim, c=m.head.c,
+                            arrays=[f"{name}.{part}" for part in
+                                    ("mean", "scale", "coef", "intercept")])
+        questions[name] = QuestionEntry(
+            kind=m.kind, options=list(m.options), method=m.method,  # type: ignore[arg-type]
+            temperature=m.scaling.temperature if m.scaling is not None else None,
+            bias=list(m.scaling.bias) if m.scaling is not None else None, head=head,
+            label_counts=fit.counts, candidates=fit.candidates, n=rep.n,
+            ece_before=rep.ece_before, ece_after=rep.ece_after, nll_before=rep.nll_before,
+            nll_after=rep.nll_after, accuracy_before=rep.accuracy_before,
+            accuracy_after=rep.accuracy_after)
+    counts = {q: d.counts() for q, d in data.questions.items() if q in CALIBRATED}
+    t = final.thresholds
+    return ArtifactMeta(
+        schema=1, version=version, created_at=created_at, command=command, model=model,
+        prompt_sha=prompt_sha, rules_sha=rules,
+        thresholds=msgspec.structs.replace(t, yellow_flags=dict(t.yellow_flags)),
+        questions=questions, skipped=final.skipped, label_counts=counts, n_tickets=len(data),
+        sources=sources, folds=cfg.folds, seed=cfg.seed, min_per_class=cfg.min_per_class,
+        green=final.green, red=final.red,
+        evaluation=Evaluation(nested=calibration.nested, selection=final.selection,
+                              raw_default=calibration.raw_default),
+        machine=machine(), elapsed_s=round(elapsed_s, 1))
+
+
+def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: str | Path, *,
+                  cfg: FitConfig, model: ModelInfo, prompt_sha: str, rules: str, command: str,
+                  sources: dict[str, int], skipped: Counter | None = None,
+                  started: float | None = None) -> Outcome:
+    """Fit, then write the artifact and its report atomically. Raises Refused, writing nothing."""
+    from service.calibration.report import write_report
+
+    started = time.time() if started is None else started
+    if not examples:
+        raise Refused("no labelled tickets to fit on")
+    data = build_dataset(examples, questions)
+    calibration = calibrate(data, cfg)
+    created_at = time.time()
+    draft = build_meta(calibration, data, version="", created_at=created_at, command=command,
+                       model=model, prompt_sha=prompt_sha, rules=rules, cfg=cfg,
+                       sources=sources, elapsed_s=created_at - started)
+    version = new_version(created_at, msgspec.json.encode(draft))
+    meta = msgspec.structs.replace(draft, version=version)
+    heads = {q: f.model.head for q, f in calibration.final.questions.items()
+             if f.model.head is not None}
+    path = write_artifact(out_dir, meta, heads,  # type: ignore[arg-type]
+                          extra=lambda tmp: write_report(tmp, meta, calibration, data,
+                                                         dict(skipped or {})))
+    log.info("recalibrate_written", path=str(path), version=version,
+             methods={q: e.method for q, e in meta.questions.items()},
+             thresholds=msgspec.to_builtins(meta.thresholds))
+    return Outcome(path=path, meta=meta, calibration=calibration)
+
+
+def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = None,
+        redis_client: Any = None, progress: Callable[[int, int, str], None] | None = None
+        ) -> Outcome:
+    """The whole job. Raises Refused (nothing written) or RecalibrateError (bad input)."""
+    from service.l2.classifier import bundled_model_path, model_sha256
+    from service.l2.prompts import load_prompts
+
+    started = time.time()
+    prompts = load_prompts(settings.prompts_dir)
+    model_path = bundled_model_path(settings)
+    if not model_path.exists():
+        raise RecalibrateError(f"{model_path}: model file not found (triage fetch-model)")
+    model = ModelInfo(name=model_path.name, sha256=model_sha256(model_path))
+
+    def default_classifier() -> Any:
+        from service.l2 import Classifier
+
+        # Uncalibrated on purpose: the maps are fitted on raw log-probs and hidden states.
+        return Classifier.from_settings(settings, calibrator=None)
+
+    cfg = FitConfig(folds=opts.folds, seed=opts.seed, min_per_class=opts.min_per_class)
+    log.info("recalibrate_started", source=opts.from_file or "decisions", corpus=opts.corpus,
+             folds=opts.folds, min_per_class=opts.min_per_class, model=model.name,
+             prompt_sha=prompts.sha[:12])
+    examples, sources, skipped = gather(settings, opts, model.sha256, prompts.sha,
+                                        classifier or default_classifier, redis_client,
+                                        progress)
+    out_dir = opts.out or settings.calibration_dir
+    try:
+        return fit_and_write(examples, prompts.questions, out_dir, cfg=cfg, model=model,
+                             prompt_sha=prompts.sha, rules=rules_sha(settings),
+                             command=opts.command, sources=sources, skipped=skipped,
+                             started=started)
+    except Refused as exc:
+        log.error("recalibrate_refused", reason=str(exc), out=str(out_dir))
+        raise
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    return "triage " + shlex.join(argv if argv is not None else sys.argv[1:])
