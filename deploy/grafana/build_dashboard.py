@@ -163,10 +163,11 @@ def panels() -> list[dict]:
         timeseries("Operator queue depth", [
             target("max by (queue) (triage_queue_depth)", "{{queue}}")], "short", width=8),
         timeseries("Stream backlog and pending", [
-            target("max(triage_stream_backlog)", "backlog (not yet picked up)"),
+            target("max(triage_stream_backlog)", "backlog (XLEN: accepted, not finished)"),
             target("max(triage_stream_pending)", "pending (delivered, not acked)", "B")],
             "short", width=8,
-            description="Backlog is the stream lag KEDA scales workers on."),
+            description="Backlog is XLEN of the ticket stream (workers delete finished entries): "
+                        "the outstanding work KEDA scales the workers on."),
         timeseries("Redeliveries and dead letters per 5 min", [
             target("sum(increase(triage_redeliveries_total[5m]))", "redeliveries"),
             target("sum(increase(triage_dead_letter_total[5m]))", "dead letters", "B")],

@@ -109,10 +109,10 @@ def _worker(docs):
 MUTATIONS = {
     "wrong stream": (lambda d: _find(d, "ScaledObject", "triage-worker")["spec"]["triggers"][0]
                      ["metadata"].update(stream="tickets"), "stream"),
-    "wrong group": (lambda d: _find(d, "ScaledObject", "triage-worker")["spec"]["triggers"][0]
-                    ["metadata"].update(consumerGroup="worker"), "consumerGroup"),
-    "unquoted lag": (lambda d: _find(d, "ScaledObject", "triage-worker")["spec"]["triggers"][0]
-                     ["metadata"].update(lagCount=20), "quoted integer"),
+    "group lag": (lambda d: _find(d, "ScaledObject", "triage-worker")["spec"]["triggers"][0]
+                  ["metadata"].update(consumerGroup="workers", lagCount="20"), "NULL"),
+    "unquoted length": (lambda d: _find(d, "ScaledObject", "triage-worker")["spec"]["triggers"]
+                        [0]["metadata"].update(streamLength=20), "quoted integer"),
     "scale target": (lambda d: _find(d, "ScaledObject", "triage-worker")["spec"]
                      ["scaleTargetRef"].update(name="triage-workers"), "scaleTargetRef"),
     "setting typo": (lambda d: _find(d, "ConfigMap", "triage-env")["data"]
