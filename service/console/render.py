@@ -33,8 +33,8 @@ HEADERS = {
 }
 
 
-def _percent(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.0f} %"
+def _percent(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value * 100:.{digits}f} %"
 
 
 def _fixed(value: float | None, digits: int = 2) -> str:

@@ -20,7 +20,6 @@ from litestar.static_files import create_static_files_router
 from ..api.auth import TokenBucket
 from ..api.operators import list_queue, record_decision
 from ..errors import RateLimited, TriageError
-from ..keys import QUEUES
 from ..results import RED_FLAGS
 from ..store import AsyncStore
 from . import auth
@@ -30,6 +29,8 @@ from .views import ticket_view as build_ticket_view
 
 log = structlog.get_logger()
 PAGE_SIZE = 50
+# Tab order, and where the console opens: red (nothing leaves without approval) first.
+QUEUES = ("red", "yellow", "audit")
 # Failed sign-ins are cheap to try; tokens are long, but there is no reason to allow a stream.
 LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10
 
@@ -64,9 +65,13 @@ async def _flash(store: AsyncStore, decided: str | None) -> dict[str, Any] | Non
     return {"id": decided, "subject": view.subject, "decision": view.decision}
 
 
+def _error(status_code: int, title: str, message: str) -> Response[str]:
+    return page("error.html", status_code, title=title, message=message, operator=None,
+                status=None, queues=QUEUES, active=None, csrf=None)
+
+
 def _not_found(what: str) -> Response[str]:
-    return page("error.html", 404, title="Not found", message=what, operator=None, status=None,
-                queues=QUEUES, active=None, csrf=None)
+    return _error(404, "Not found", what)
 
 
 # --- sign-in ---------------------------------------------------------------------------------------
@@ -145,8 +150,8 @@ async def queue_page(request: Request, state: State, queue: str, cursor: str | N
         return _not_found(f"There is no {queue!r} queue; the queues are {', '.join(QUEUES)}.")
     try:
         listing = await list_queue.fn(queue=queue, state=state, limit=PAGE_SIZE, cursor=cursor)
-    except TriageError as error:
-        return _not_found(error.detail)
+    except TriageError as error:  # a mangled cursor: the API's own 400
+        return _error(error.status, error.title, error.detail)
     return page("queue.html", title=f"{queue.capitalize()} queue", listing=listing,
                 cursor=cursor, now=time.time(), flash=await _flash(state.store, decided),
                 **await _chrome(request, state.store, queue))
@@ -255,11 +260,9 @@ def _to_login(_: Request, exc: auth.LoginRequired) -> Response[Any]:
 
 
 def _csrf_rejected(_: Request, exc: auth.CsrfRejected) -> Response[str]:
-    return page("error.html", 403, title="Form expired",
-                message="This form is no longer valid for your session (it was opened before "
-                        "you signed in again, or it did not come from the console). Reload the "
-                        "page and try again.",
-                operator=None, status=None, queues=QUEUES, active=None, csrf=None)
+    return _error(403, "Form expired", "This form is no longer valid for your session (it was "
+                  "opened before you signed in again, or it did not come from the console). "
+                  "Reload the page and try again.")
 
 
 EXCEPTIONS = {auth.LoginRequired: _to_login, auth.CsrfRejected: _csrf_rejected}
