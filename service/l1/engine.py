@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from service.l1.normalise import Normalised, normalise
-from service.l1.pack import PatternSet, Rule, RulePack
+from service.l1.pack import PatternSet, Rule, RulePack, Window
 from service.results import L1Level, L1Result, RuleHit
 
 MAX_HITS_PER_RULE = 5  # enough to explain a decision; the level is the same with one
@@ -34,13 +34,19 @@ def _fired(patterns: PatternSet, subject: str) -> list[tuple[int, int]]:
     return sorted(patterns.owners[i] for i in indices)
 
 
+def _near(window: Window, subject: str, start: int, end: int) -> bool:
+    lo = start - window.within if window.direction != "after" else end
+    hi = end + window.within if window.direction != "before" else start
+    return window.words.search(subject[max(0, lo) : max(0, hi)]) is not None
+
+
 def _accept(rule: Rule, subject: str, start: int, end: int, matched: str) -> bool:
     if rule.validator is not None and not rule.validator(matched):
         return False
-    if rule.context is not None:
-        window = subject[max(0, start - rule.within) : end + rule.within]
-        if rule.context.search(window) is None:
-            return False
+    if rule.context is not None and not _near(rule.context, subject, start, end):
+        return False
+    if rule.unless is not None and _near(rule.unless, subject, start, end):
+        return False
     return True
 
 

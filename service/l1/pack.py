@@ -19,7 +19,7 @@ import re2
 import yaml
 
 from service.l1.normalise import fold
-from service.l1.schema import PackFile, RuleSpec, Scope
+from service.l1.schema import Context, PackFile, RuleSpec, Scope
 from service.l1.validators import VALIDATORS, Validator
 
 # re2's compiled pattern type is private (re2._Regexp); this alias names it.
@@ -40,6 +40,15 @@ class PackError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Window:
+    """A compiled context (or unless) block: one alternation of its words and where to look."""
+
+    words: Regex
+    within: int
+    direction: str  # "around", "before" or "after"
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One rule, compiled."""
 
@@ -47,8 +56,8 @@ class Rule:
     file: str
     patterns: tuple[Regex, ...]
     validator: Validator | None
-    context: Regex | None  # one alternation of the context words
-    within: int
+    context: Window | None  # one of these words must be near the match
+    unless: Window | None  # none of these words may be near the match
 
     @property
     def id(self) -> str:
@@ -121,8 +130,10 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
 def _mapping_without_duplicates(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<: *anchor" merges; explicit keys may then override
         key = loader.construct_object(key_node, deep=deep)
-        if key in seen and key != "<<":
+        if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
             )
@@ -205,27 +216,33 @@ def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
         lint = _lint_pattern(pattern, spec.scope)
         if lint:
             problems.append(f"{where}: pattern {pattern!r} {lint}")
-    context: Regex | None = None
-    within = 0
-    if spec.context is not None:
-        within = spec.context.within
-        if within <= 0:
-            problems.append(f"{where}: context.within must be positive, got {within}")
-        if not spec.context.words:
-            problems.append(f"{where}: context.words is empty")
-        for word in spec.context.words:
-            try:
-                compile_pattern(word, spec.scope)
-            except re2.error as error:
-                problems.append(
-                    f"{where}: context word {word!r} does not compile: {_re2_message(error)}"
-                )
-        if not problems:
-            context = compile_pattern("|".join(f"(?:{w})" for w in spec.context.words), spec.scope)
+    context = _compile_window(spec.context, "context", spec.scope, where, problems)
+    unless = _compile_window(spec.unless, "unless", spec.scope, where, problems)
     if problems:
         return None, problems
     validator = VALIDATORS[spec.validator] if spec.validator else None
-    return Rule(spec, file, tuple(compiled), validator, context, within), []
+    return Rule(spec, file, tuple(compiled), validator, context, unless), []
+
+
+def _compile_window(
+    block: Context | None, name: str, scope: Scope, where: str, problems: list[str]
+) -> Window | None:
+    if block is None:
+        return None
+    before = len(problems)
+    if block.within <= 0:
+        problems.append(f"{where}: {name}.within must be positive, got {block.within}")
+    if not block.words:
+        problems.append(f"{where}: {name}.words is empty")
+    for word in block.words:
+        try:
+            compile_pattern(word, scope)
+        except re2.error as error:
+            problems.append(f"{where}: {name} word {word!r} does not compile: {_re2_message(error)}")
+    if len(problems) > before:
+        return None
+    words = compile_pattern("|".join(f"(?:{word})" for word in block.words), scope)
+    return Window(words, block.within, block.direction)
 
 
 def _pattern_set(rules: tuple[Rule, ...], scope: Scope) -> PatternSet:

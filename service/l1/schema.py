@@ -16,10 +16,12 @@ Scope = Literal["normalised", "original"]
 
 
 class Context(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Words (RE2 patterns, matching form) one of which must occur near the match."""
+    """Words (RE2 patterns, same scope as the rule) looked for near a candidate match."""
 
     words: list[str]
-    within: int = 80  # characters either side of the match, in matching form
+    within: int = 80  # characters from the match, in the text the rule reads
+    # Which side of the match is searched: both, only before it, or only after it.
+    direction: Literal["around", "before", "after"] = "around"
 
 
 class Examples(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -37,7 +39,8 @@ class RuleSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     languages: list[str]
     patterns: list[str]
     validator: str | None = None  # a key of service.l1.validators.VALIDATORS
-    context: Context | None = None
+    context: Context | None = None  # one of these words must be near the match
+    unless: Context | None = None  # none of these words may be near the match
     # "normalised" (default): patterns see the matching form (see normalise.py).
     # "original": patterns see the text as sent, for what normalising erases
     # (invisible characters, mixed scripts, capitals).
