@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import asynccontextmanager
 from typing import Any
@@ -47,11 +48,21 @@ def problem(status: int, type_: str, title: str, detail: str, field: str | None 
                     headers=headers or {})
 
 
+def _field_of(key: str, message: str) -> str:
+    """msgspec names the whole body `data` for unknown or missing fields: name the field."""
+    named = re.search(r"field `([^`]+)`", message)
+    if key in ("", "data") and named:
+        return named.group(1)
+    return key.replace("[...]", "")
+
+
 def _validation_problem(_: Request, exc: ValidationException) -> Response[Problem]:
     errors = []
     for item in exc.extra or []:
         if isinstance(item, dict):
-            errors.append({k: str(v) for k, v in item.items() if k in ("key", "message", "source")})
+            error = {k: str(v) for k, v in item.items() if k in ("key", "message", "source")}
+            error["key"] = _field_of(error.get("key", ""), error.get("message", ""))
+            errors.append(error)
     field = next((e["key"] for e in errors if e.get("key")), None)
     detail = "; ".join(e.get("message", "") for e in errors) or str(exc.detail)
     if "utf-8" in detail.lower() or "decode" in detail.lower():
@@ -74,6 +85,9 @@ def _http_problem(_: Request, exc: HTTPException) -> Response[Problem]:
     if status == HTTP_413_REQUEST_ENTITY_TOO_LARGE:
         return problem(413, "too-large", "The request is too large", "the request body exceeds "
                        "the limit (TRIAGE_MAX_REQUEST_BYTES)")
+    if status == 400:
+        return problem(400, "invalid-request", "The request is not valid",
+                       f"the body could not be decoded: {exc.detail}")
     kinds = {NotFoundException: "not-found", NotAuthorizedException: "unauthorized",
              PermissionDeniedException: "forbidden"}
     kind = next((v for k, v in kinds.items() if isinstance(exc, k)), "http-error")
