@@ -192,8 +192,8 @@ def raw_probs(d: QuestionData) -> np.ndarray:
 
 
 def _degenerate(p: np.ndarray) -> bool:
-    """A map that gives every ticket the same distribution has erased the model's signal."""
-    return bool(np.max(np.std(p, axis=0)) < 1e-4)
+    """A map that gives every ticket the same distribution has no signal left to calibrate."""
+    return bool(np.max(np.std(p, axis=0)) < 1e-6)
 
 
 def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cfg: FitConfig,
@@ -221,9 +221,10 @@ def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cf
     scored = [c for c in candidates if c.cv_nll is not None]
     # Ties (to 1e-9) go to the simpler map: candidates are listed simplest first.
     best = min(scored, key=lambda c: round(c.cv_nll, 9))  # type: ignore[arg-type]
-    if best.method != "raw" and _degenerate(oofs[best.method][usable]):
+    rows = np.flatnonzero(usable)
+    model = _fit_method(best.method, d, rows, cfg, cfg.seed)
+    if _degenerate(_predict(model, d, rows)):
         raise DegenerateFit(f"{best.method} gives every ticket the same probabilities")
-    model = _fit_method(best.method, d, np.flatnonzero(usable), cfg, cfg.seed)
     return QuestionFit(model=model, candidates=candidates, oof=oofs[best.method],
                        counts=d.counts())
 

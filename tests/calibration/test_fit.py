@@ -1,0 +1,98 @@
+"""The fitting procedure on synthetic labelled data: method choice, thresholds, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.calibration.fit import FitConfig, Refused, calibrate, fit_all
+from service.calibration.thresholds import GREEN
+from tests.calibration.synth import dataset
+
+FAST = FitConfig(folds=3, cs=(1e-2, 1e-1, 1.0), head_folds=2, min_per_class=5)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return calibrate(dataset(n=180, seed=1), FAST)
+
+
+def test_each_question_keeps_the_lowest_cross_validated_nll(result):
+    for name, fit in result.final.questions.items():
+        scored = [c for c in fit.candidates if c.cv_nll is not None]
+        assert fit.model.method == min(scored, key=lambda c: c.cv_nll).method, name
+    # the features carry risk and the flags linearly: the head wins there
+    assert result.final.questions["risk"].model.method == "head"
+
+
+def test_calibration_lowers_ece_and_nll_out_of_sample(result):
+    risk = result.reports["risk"]
+    assert risk.ece_after < risk.ece_before
+    assert risk.nll_after < risk.nll_before
+    # urgency's logits are overconfident noise: temperature scaling must help calibration
+    assert result.reports["urgency"].ece_after < result.reports["urgency"].ece_before
+
+
+def test_thresholds_give_zero_false_greens_where_they_were_chosen(result):
+    final = result.final
+    assert final.selection.false_greens == 0
+    assert final.thresholds.green >= 0.8  # 180 tickets cannot justify going under the floor
+    assert final.red.target_reached and final.red.recall >= 0.9
+    assert len(result.nested_thresholds) == FAST.folds
+
+
+def test_nested_evaluation_grades_every_labelled_ticket_once(result):
+    assert result.nested.n == 180
+    assert sum(map(sum, result.nested.confusion)) == 180
+    assert np.isfinite(result.nested_probs["risk"]).all()
+
+
+def test_too_few_labels_on_a_red_flag_refuses():
+    data = dataset(n=120, seed=2)
+    flag = data.questions["third_party_personal_data"]
+    yes = np.flatnonzero(flag.labels == 0)
+    flag.labels[yes[3:]] = 1  # keep 3 "yes"
+    with pytest.raises(Refused, match="third_party_personal_data: too few labels.*yes 3"):
+        fit_all(data, FAST)
+
+
+def test_too_few_labels_on_a_secondary_question_skips_it():
+    data = dataset(n=120, seed=3)
+    urgency = data.questions["urgency"]
+    urgency.labels[urgency.labels == 5] = 4
+    cfg = FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5,
+                    methods=("raw", "temperature"))
+    out = fit_all(data, cfg)
+    assert "urgency" not in out.questions
+    assert "urgency: too few labels" in out.skipped["urgency"] and "5 0" in out.skipped["urgency"]
+
+
+def test_a_risk_question_without_signal_is_a_degenerate_fit():
+    data = dataset(n=120, seed=4)
+    risk = data.questions["risk"]
+    risk.logits[:] = np.array([-0.5, -1.0, -2.0])  # the same answer for every ticket
+    risk.features[:] = 1.0
+    with pytest.raises(Refused, match="risk: degenerate fit"):
+        fit_all(data, FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5))
+
+
+def test_without_hidden_states_scaling_is_chosen_and_softens_the_logits():
+    data = dataset(n=150, seed=5, with_features=False)
+    cfg = FitConfig(folds=3, min_per_class=5)
+    out = fit_all(data, cfg)
+    risk = out.questions["risk"]
+    assert risk.model.method in ("temperature", "vector")
+    assert risk.model.scaling.temperature > 2  # the synthetic logits are 4x too sharp
+    head = next(c for c in risk.candidates if c.method == "head")
+    assert head.cv_nll is None and head.error == "no hidden states"
+
+
+def test_thresholds_only_look_at_the_logits_path():
+    data = dataset(n=150, seed=6)
+    # tickets whose risk came from generation: synthetic P(green) must not steer thresholds
+    gen = np.flatnonzero(data.questions["risk"].labels != GREEN)[:10]
+    data.risk_generated[gen] = 1
+    data.questions["risk"].logits[gen] = np.nan
+    out = fit_all(data, FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5))
+    assert out.green.n_non_green == int((data.questions["risk"].labels != GREEN).sum()) - 10
+    assert out.selection.false_greens == 0

@@ -1,0 +1,191 @@
+"""The recalibrate job without the model: labelled files, decisions joined in real Redis,
+the artifact and report written, refusals that leave the current artifact alone, the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from service.calibration import load_artifact, load_latest
+from service.calibration.fit import FitConfig, Refused
+from service.jobs import recal_commands
+from service.jobs.recalibrate import (
+    Options,
+    RecalibrateError,
+    collect_decisions,
+    fit_and_write,
+    read_labelled,
+    run,
+)
+from service.keys import Keys
+from service.l2.classifier import bundled_model_path, model_sha256
+from service.results import RED_FLAGS, ModelInfo
+from tests.calibration import stored
+from tests.support import make_settings
+
+MODEL = ModelInfo(name="m.gguf", sha256="e" * 64)
+FAST = FitConfig(folds=3, cs=(1e-2, 1e-1), head_folds=2, min_per_class=5)
+
+
+def _record(**overrides):
+    rec = {"id": "X-1", "language": "en", "subject": "s", "body": "b", "risk": "red",
+           "flags": {"commitment": True, "destructive_or_access": False,
+                     "third_party_personal_data": False}, "category": "legal", "urgency": 3,
+           "note": "n"}
+    rec.update(overrides)
+    return json.dumps(rec)
+
+
+def test_labelled_file_errors_name_the_line(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text(_record() + "\n\n" + _record(risk="green") + "\n")
+    with pytest.raises(RecalibrateError, match=r"l.jsonl:3: a red flag is set but risk"):
+        read_labelled(path)
+    path.write_text(_record(risk="orange") + "\n")
+    with pytest.raises(RecalibrateError, match=r":1: risk must be one of"):
+        read_labelled(path)
+    path.write_text(_record(extra=1) + "\n")
+    with pytest.raises(RecalibrateError, match=r":1: .*unknown field"):
+        read_labelled(path)
+    path.write_text(_record() + "\n")
+    assert read_labelled(path)[0].flags["commitment"] is True
+
+
+def _fill(client, keys, n, seed=0, prompt_sha=None):
+    rng = np.random.default_rng(seed)
+    proj = rng.normal(size=(6, stored.DIM))
+    labels = {}
+    for i in range(n):
+        label = stored.random_label(rng)
+        tid = f"t{i}"
+        stored.store_ticket(client, keys, tid, label, model=MODEL,
+                            prompt_sha=prompt_sha or stored.PROMPTS.sha, rng=rng, proj=proj)
+        stored.decide(client, keys, tid, label["risk"],
+                      flags={f: label[f] for f in RED_FLAGS}, category=label["category"])
+        labels[tid] = label
+    return labels
+
+
+def test_decisions_are_joined_with_results_and_features(redis_client, prefix):
+    keys = Keys(prefix)
+    labels = _fill(redis_client, keys, 6)
+    rng = np.random.default_rng(1)
+    proj = rng.normal(size=(6, stored.DIM))
+    # another model's ticket, a ticket whose features expired, a decision without a ticket
+    stored.store_ticket(redis_client, keys, "other", {"risk": "green"},
+                        model=ModelInfo(name="x", sha256="f" * 64),
+                        prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj)
+    stored.decide(redis_client, keys, "other", "green")
+    stored.store_ticket(redis_client, keys, "nofeat", {"risk": "green"}, model=MODEL,
+                        prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj, features=False)
+    stored.decide(redis_client, keys, "nofeat", "green")
+    stored.decide(redis_client, keys, "ghost", "red")
+    # a second decision on t0 overrides the first; a red verdict without flags leaves them open
+    stored.decide(redis_client, keys, "t0", "red")
+    examples, skipped = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha,
+                                          batch=2)
+    by_id = {e.id: e for e in examples}
+    assert sorted(by_id) == [f"t{i}" for i in range(6)]
+    assert skipped == {"other model or prompt": 1, "features expired or missing": 1,
+                       "result expired or missing": 1}
+    assert by_id["t0"].labels["risk"] == "red"
+    assert all(by_id["t0"].labels[f] is None for f in RED_FLAGS)
+    t1 = by_id["t1"]
+    assert t1.labels["risk"] == labels["t1"]["risk"]
+    assert t1.features["risk"].shape == (stored.DIM,) and t1.features["risk"].dtype == np.float32
+    assert t1.answers["risk"].logprobs is not None and t1.text_sha
+
+
+def test_non_red_decision_without_flags_means_no_flags(redis_client, prefix):
+    keys = Keys(prefix)
+    rng = np.random.default_rng(2)
+    stored.store_ticket(redis_client, keys, "y", {"risk": "yellow"}, model=MODEL,
+                        prompt_sha=stored.PROMPTS.sha, rng=rng,
+                        proj=rng.normal(size=(6, stored.DIM)))
+    stored.decide(redis_client, keys, "y", "yellow")
+    (example,), _ = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha)
+    assert all(example.labels[f] is False for f in RED_FLAGS)
+    assert example.labels["urgency"] is None
+
+
+def test_fit_and_write_produces_artifact_and_report(redis_client, prefix, tmp_path):
+    keys = Keys(prefix)
+    _fill(redis_client, keys, 150, seed=3)
+    examples, _ = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha)
+    out = fit_and_write(examples, stored.PROMPTS.questions, tmp_path, cfg=FAST, model=MODEL,
+                        prompt_sha=stored.PROMPTS.sha, rules="r", command="triage recalibrate",
+                        sources={"decisions": len(examples)})
+    assert out.path.parent == tmp_path
+    names = {p.name for p in out.path.iterdir()}
+    assert {"artifact.json", "heads.npz", "report.md", "reliability-risk.png",
+            "risk-thresholds.png"} <= names
+    report = (out.path / "report.md").read_text()
+    assert "## Levels: confusion matrices" in report and "Nested cross-validation" in report
+    assert "urgency" in out.meta.skipped  # decisions carry no urgency labels
+    cal = load_artifact(out.path)
+    assert cal.thresholds.green == out.meta.thresholds.green
+    loaded = load_latest(tmp_path, MODEL.sha256, stored.PROMPTS.sha)
+    assert loaded.calibrator.version == out.meta.version
+    assert (out.path / "reliability-risk.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_refusal_writes_nothing_and_keeps_the_current_artifact(redis_client, prefix, tmp_path,
+                                                                capsys, monkeypatch):
+    settings = make_settings(prefix)
+    model_path = bundled_model_path(settings)
+    if not model_path.exists():
+        pytest.skip("the bundled model file is needed for its sha256")
+    keys = Keys(prefix)
+    model = ModelInfo(name=model_path.name, sha256=model_sha256(model_path))
+    rng = np.random.default_rng(4)
+    proj = rng.normal(size=(6, stored.DIM))
+    for i in range(20):  # 20 tickets cannot give 15 labels to every class
+        label = stored.random_label(rng)
+        stored.store_ticket(redis_client, keys, f"t{i}", label, model=model,
+                            prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj)
+        stored.decide(redis_client, keys, f"t{i}", label["risk"])
+    current = tmp_path / "20260101T000000Z-current"
+    current.mkdir()
+    (current / "artifact.json").write_text("{}")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    opts = Options(out=str(tmp_path), corpus=None, min_per_class=15)
+    with pytest.raises(Refused, match="too few labels per class"):
+        run(settings, opts, redis_client=redis_client)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert (current / "artifact.json").read_text() == "{}"
+    # the CLI says so and exits non-zero
+    monkeypatch.setenv("REDIS_URL", settings.redis_url)
+    monkeypatch.setenv("TRIAGE_REDIS_PREFIX", prefix)
+    monkeypatch.setenv("TRIAGE_LOG_LEVEL", "error")
+    code = _cli(["recalibrate", "--out", str(tmp_path), "--corpus", ""])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "refused: risk: too few labels per class (need 15)" in err
+    assert "Nothing was written" in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="triage")
+    sub = parser.add_subparsers(dest="command", required=True)
+    recal_commands.register(sub)
+    return parser
+
+
+def _cli(argv):
+    args = _parser().parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_options():
+    args = _parser().parse_args(["recalibrate", "--from-file", "f.jsonl", "--out", "d",
+                                 "--folds", "4", "--min-per-class", "9"])
+    assert (args.from_file, args.out, args.folds, args.min_per_class) == ("f.jsonl", "d", 4, 9)
+    defaults = _parser().parse_args(["recalibrate"])
+    assert defaults.folds == 5 and defaults.min_per_class is None and defaults.from_file is None
+    for bad in (["--folds", "1"], ["--min-per-class", "0"], ["--folds", "x"]):
+        with pytest.raises(SystemExit):
+            _parser().parse_args(["recalibrate", *bad])
