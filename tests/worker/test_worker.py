@@ -46,7 +46,7 @@ def _get(url: str, ticket_id: str) -> dict:
 
 
 def test_end_to_end_result_is_stored_and_queued(prefix, classifier, redis_client):
-    settings = make_settings(prefix)
+    settings = make_settings(prefix, l2_timeout_s=600)  # a busy CI machine must not time out
     with ApiServer(settings) as api:
         red = _post(api.url, "Please delete our whole workspace and every user account in it "
                              "today, and cancel the contract.", "Close everything")
@@ -71,6 +71,28 @@ def test_end_to_end_result_is_stored_and_queued(prefix, classifier, redis_client
     assert features and all(v.ndim == 1 and v.size > 100 for v in features.values())
     assert redis_client.xlen(f"{prefix}:tickets") == 0  # acknowledged and removed
     assert redis_client.xlen(f"{prefix}:results") == 2
+
+
+def test_readyz_follows_the_worker_heartbeat(prefix, classifier):
+    import threading
+
+    settings = make_settings(prefix, block_ms=200)
+    with ApiServer(settings) as api:
+        assert httpx.get(f"{api.url}/readyz").status_code == 503
+        worker = Worker(settings, redis.Redis.from_url(REDIS_URL), classifier, consumer="w-ready")
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        try:
+            deadline = time.time() + 30
+            while httpx.get(f"{api.url}/readyz").status_code != 200 and time.time() < deadline:
+                time.sleep(0.1)
+            ready = httpx.get(f"{api.url}/readyz")
+            assert ready.status_code == 200
+            assert ready.json()["models"] == [classifier.model_info.name]
+        finally:
+            worker.stop.set()
+            thread.join(timeout=30)
+        assert httpx.get(f"{api.url}/readyz").status_code == 503  # heartbeat cleared on exit
 
 
 def test_l2_timeout_is_yellow_unavailable_never_green(prefix, classifier):
@@ -130,7 +152,7 @@ def test_worker_killed_mid_ticket_is_claimed_by_another_and_stored_once(prefix, 
     keys = Keys(prefix)
     with ApiServer(settings) as api:
         ticket_id = _post(api.url, LONG_BODY)
-        first = _worker_process(prefix, TRIAGE_CLAIM_IDLE_MS="1500")
+        first = _worker_process(prefix, TRIAGE_CLAIM_IDLE_MS="1500", TRIAGE_L2_TIMEOUT_S="600")
         try:
             _wait_status(redis_client, keys.ticket(ticket_id), {"processing"}, timeout=120)
             first.send_signal(signal.SIGKILL)
@@ -138,7 +160,8 @@ def test_worker_killed_mid_ticket_is_claimed_by_another_and_stored_once(prefix, 
         finally:
             first.kill()
         assert redis_client.hget(keys.ticket(ticket_id), "status") == b"processing"
-        second = _worker_process(prefix, "--burst", TRIAGE_CLAIM_IDLE_MS="1500")
+        second = _worker_process(prefix, "--burst", TRIAGE_CLAIM_IDLE_MS="1500",
+                                 TRIAGE_L2_TIMEOUT_S="600")
         try:
             _wait_status(redis_client, keys.ticket(ticket_id), {"done"}, timeout=240)
         finally:
@@ -158,7 +181,7 @@ def test_sigterm_finishes_the_ticket_in_hand_then_exits_zero(prefix, redis_clien
     with ApiServer(settings) as api:
         ticket_id = _post(api.url, LONG_BODY)
         waiting = _post(api.url, "A second ticket that should stay queued.")
-        worker = _worker_process(prefix)
+        worker = _worker_process(prefix, TRIAGE_L2_TIMEOUT_S="600")
         try:
             _wait_status(redis_client, keys.ticket(ticket_id), {"processing"}, timeout=120)
             worker.send_signal(signal.SIGTERM)
