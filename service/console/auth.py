@@ -90,10 +90,16 @@ def logout_cookies(connection: ASGIConnection) -> list[Cookie]:
     return [expired(connection, SESSION_COOKIE), expired(connection, OPERATOR_COOKIE)]
 
 
+def ascii_or_none(value: str | None) -> str | None:
+    """SessionSigner compares with hmac.compare_digest on str, which raises TypeError on
+    non-ASCII input; cookies and form fields are the client's, so only ASCII gets that far."""
+    return value if value is not None and value.isascii() else None
+
+
 def operator_of(connection: ASGIConnection) -> str | None:
     """The signed-in operator's name, or None without a valid session and a matching name."""
     signer: SessionSigner = connection.app.state.sessions
-    session = connection.cookies.get(SESSION_COOKIE)
+    session = ascii_or_none(connection.cookies.get(SESSION_COOKIE))
     if "operator" not in signer.roles(session):
         return None
     encoded, _, mac = connection.cookies.get(OPERATOR_COOKIE, "").partition(".")
@@ -102,7 +108,7 @@ def operator_of(connection: ASGIConnection) -> str | None:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     assert session is not None  # roles() is empty without a cookie
-    if not mac or not secrets.compare_digest(mac, _name_mac(signer, session, name)):
+    if not mac or not secrets.compare_digest(mac.encode(), _name_mac(signer, session, name).encode()):
         return None
     return name
 
@@ -120,9 +126,11 @@ def csrf_token(request: Request) -> str:
     return request.app.state.sessions.csrf_token(request.cookies.get(SESSION_COOKIE, ""))
 
 
-def check_csrf(request: Request, form_token: str | None) -> None:
+def check_csrf(request: Request, form_token: str | None, cookie: str = SESSION_COOKIE) -> None:
+    """403 unless the form carries the token of this session (or, for `cookie`=LOGIN_COOKIE, of
+    the login form's nonce)."""
     signer: SessionSigner = request.app.state.sessions
-    if not signer.check_csrf(request.cookies.get(SESSION_COOKIE), form_token):
+    if not signer.check_csrf(ascii_or_none(request.cookies.get(cookie)), ascii_or_none(form_token)):
         raise CsrfRejected("the form's CSRF token does not match this session")
 
 

@@ -31,6 +31,8 @@ log = structlog.get_logger()
 PAGE_SIZE = 50
 # Tab order, and where the console opens: red (nothing leaves without approval) first.
 QUEUES = ("red", "yellow", "audit")
+# The form's default button (see ticket.html): submitted by Enter in a field, it records nothing.
+STAY = "stay"
 # Failed sign-ins are cheap to try; tokens are long, but there is no reason to allow a stream.
 LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10
 
@@ -89,17 +91,15 @@ def _login_page(request: Request, nonce: str, status_code: int = 200, error: str
 async def login_form(request: Request, next: str | None = None) -> Response[Any]:
     if auth.operator_of(request) is not None:
         return Redirect(auth.safe_next(next), status_code=303)
-    nonce = request.cookies.get(auth.LOGIN_COOKIE) or secrets.token_urlsafe(18)
+    nonce = auth.ascii_or_none(request.cookies.get(auth.LOGIN_COOKIE)) or secrets.token_urlsafe(18)
     return _login_page(request, nonce, next_path=next or "/ui")
 
 
 @post("/", name="console_login", status_code=303)
 async def login(request: Request, state: State) -> Response[Any]:
     form = _fields(await request.form())
-    nonce = request.cookies.get(auth.LOGIN_COOKIE)
-    if not state.sessions.check_csrf(nonce, form.get("csrf")):
-        raise auth.CsrfRejected("the sign-in form is stale or cookies are off")
-    assert nonce is not None
+    auth.check_csrf(request, form.get("csrf"), auth.LOGIN_COOKIE)  # the form is stale or cookies are off
+    nonce = request.cookies[auth.LOGIN_COOKIE]
     name_field, next_path = form.get("name", ""), form.get("next", "/ui")
     limiter = getattr(state, "console_login_limiter", None)
     if limiter is None:
@@ -109,7 +109,8 @@ async def login(request: Request, state: State) -> Response[Any]:
     except RateLimited:
         return _login_page(request, nonce, 429, "Too many sign-in attempts; wait a minute.",
                            name_field, next_path)
-    roles = state.tokens.roles(form.get("token", "").strip()) if form.get("token") else set()
+    token = auth.ascii_or_none(form.get("token", "").strip())  # tokens are ASCII; see ascii_or_none
+    roles = state.tokens.roles(token) if token else set()
     if "operator" not in roles:
         if roles:  # a real token, but an ingest one: it must never reach the console
             log.warning("console_login_refused", reason="not an operator token")
@@ -235,6 +236,8 @@ async def decide(request: Request, state: State, ticket_id: str) -> Response[Any
     key = state.store.keys.queue(queue)
     operator = auth.operator_of(request)
     assert operator is not None  # the router's guard let us in
+    if fields.get("action") == STAY:  # Enter pressed in a field: no decision, the form as filled
+        return await _ticket_page(request, state, ticket_id, stored, queue, fields=fields)
     try:
         data = decision_from_form(fields, view.level, operator)
         rank = await state.store.client.zrank(key, ticket_id)

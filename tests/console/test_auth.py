@@ -173,3 +173,22 @@ def test_console_pages_are_not_cached_framed_or_scriptable_inline(console):
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert "<script>" not in response.text and "style=" not in response.text
+
+
+def test_non_ascii_cookies_and_form_tokens_are_refused_not_crashed(api, console, ingest, prefix):
+    """hmac.compare_digest raises on non-ASCII str: such input must be a plain refusal."""
+    ticket_id = post_ticket(ingest, "Refund", "Please refund my last invoice")
+    finish(prefix, ticket_id, "red")
+    response = console.post(f"/ui/tickets/{ticket_id}/decision",
+                            data={"action": "approve", "csrf": "é" * 40})
+    assert response.status_code == 403
+    session = console.cookies.get("triage_session")
+    raw = f"triage_session={session[:-2]}\u00e9\u00e9".encode("latin-1")
+    response = httpx.get(f"{api.url}/ui/queues/red", headers={"Cookie": raw})
+    assert response.status_code == 303
+    with httpx.Client(base_url=api.url, timeout=10) as fresh:
+        assert sign_in(fresh, "jeton-opérateur-invalide", "ana").status_code == 401
+        form = fresh.get("/ui/login")
+        response = fresh.post("/ui/login", data={"csrf": "ü" * 40, "name": "ana", "token": OPERATOR})
+        assert response.status_code == 403
+        assert form.status_code == 200

@@ -204,3 +204,38 @@ def test_operator_reviews_and_decides_by_keyboard(api, ingest, operator, prefix,
             assert problems == []
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])
+def test_enter_on_a_form_control_never_records_a_decision(api, ingest, prefix, redis_client, javascript):
+    """Chromium submits a form when Enter is pressed on a checkbox, clicking the first enabled
+    submit button: that must never be Approve, with or without the script."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ticket_id = post_ticket(ingest, "Refund", "Please refund my last invoice")
+    finish(prefix, ticket_id, "red", red_flags=("commitment",))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(java_script_enabled=javascript)
+            page.set_default_timeout(10_000)
+            page.goto(f"{api.url}/ui/login")
+            page.get_by_label("Your name").fill("ana")
+            page.get_by_label("Operator token").fill(OPERATOR)
+            page.get_by_label("Operator token").press("Enter")  # implicit submission signs in
+            expect(page).to_have_url(f"{api.url}/ui/queues/red")
+            page.goto(f"{api.url}/ui/tickets/{ticket_id}?queue=red")
+            flag = page.get_by_role("checkbox", name="Third party personal data")
+            flag.check()
+            flag.press("Enter")
+            page.wait_for_load_state()
+            page.wait_for_timeout(300)
+            expect(page.get_by_role("checkbox", name="Third party personal data")).to_be_checked()
+            assert redis_client.xlen(f"{prefix}:decisions") == 0
+            assert redis_client.zscore(f"{prefix}:queue:red", ticket_id) is not None
+            # and the buttons still decide without the script
+            page.get_by_role("button", name="Approve as red").click()
+            expect(page).to_have_url(f"{api.url}/ui/queues/red?decided={ticket_id}")
+            assert redis_client.xlen(f"{prefix}:decisions") == 1
+        finally:
+            browser.close()

@@ -170,3 +170,14 @@ def test_unknown_queue_and_ticket_are_404_pages(console):
     page = console.get("/ui/queues/red")
     assert console.post("/ui/tickets/t_nope/decision",
                         data={"csrf": csrf_of(page.text), "action": "approve"}).status_code == 404
+
+
+def test_the_default_button_records_nothing_and_keeps_the_form(console, ingest, prefix, redis_client):
+    ticket_id = post_ticket(ingest, "Refund please", "Please refund my last invoice")
+    finish(prefix, ticket_id, "red")
+    response = _decide(console, ticket_id, action="stay", queue="red", note="half-written",
+                       flag_third_party_personal_data="on")
+    assert response.status_code == 200
+    assert ">half-written</textarea>" in response.text
+    assert 'name="flag_third_party_personal_data" checked' in response.text
+    assert redis_client.xlen(f"{prefix}:decisions") == 0

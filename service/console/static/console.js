@@ -73,6 +73,10 @@
       return;
     }
     if (ev.ctrlKey || typing(target)) return;
+    if (ev.key === "Enter" && target.tagName === "INPUT" && target.form) {
+      ev.preventDefault();  // Enter on a checkbox would submit the form: never a decision by accident
+      return;
+    }
     if (ev.key === "?") {
       if (help()) help().open = !help().open;
       ev.preventDefault();
