@@ -1,21 +1,25 @@
 """Evaluates a compiled rule pack against one ticket text: pure, no I/O, linear time.
 
-Each scope's patterns sit in one re2.Set, so a ticket is scanned once for the matching form
-and once for the original text (only if some rule reads it). Only the patterns the set
-reports are then run alone to find spans, check context words and validators. RE2 runs
-in time linear in the text, whatever the pattern.
+The text is normalised once, encoded to UTF-8 once, and scanned once per pattern set (a
+small, fixed number: see pack._group_key). Only the patterns a set reports are then run on
+their own, to find spans and apply validators and context windows. RE2 runs in time linear
+in the text whatever the pattern, so no input can make L1 slow down catastrophically.
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
+
+import numpy as np
 
 from service.l1.normalise import Normalised, normalise
-from service.l1.pack import PatternSet, Rule, RulePack, Window
+from service.l1.pack import Rule, RulePack, Window
 from service.results import L1Level, L1Result, RuleHit
 
-MAX_HITS_PER_RULE = 5  # enough to explain a decision; the level is the same with one
-MAX_CANDIDATES_PER_PATTERN = 200  # bounds validator work on texts full of digit runs
+MAX_HITS_PER_RULE = 5  # one per firing pattern, up to this many; the level needs only one
+MAX_CANDIDATES_PER_PATTERN = 100  # bounds validator/context work on texts full of numbers
+MAX_WORD_OCCURRENCES = 1000  # context words recorded per rule and ticket
 
 
 def _scannable(text: str) -> str:
@@ -27,43 +31,99 @@ def _scannable(text: str) -> str:
     return text
 
 
-def _fired(patterns: PatternSet, subject: str) -> list[tuple[int, int]]:
-    if patterns.matcher is None:
-        return []
-    indices = patterns.matcher.Match(subject) or []
-    return sorted(patterns.owners[i] for i in indices)
+class _Subject:
+    """A text the patterns read, as str and as UTF-8 bytes, with byte→character offsets.
+
+    RE2 works on bytes; handing it a str makes the wrapper re-encode the text and re-count
+    characters on every call, which dominated the cost on long tickets.
+    """
+
+    __slots__ = ("text", "data", "_chars")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.data = text.encode("utf-8")
+        self._chars: np.ndarray | None = None
+
+    def char(self, offset: int) -> int:
+        """The character offset of a byte offset that falls on a character boundary."""
+        if len(self.data) == len(self.text):
+            return offset
+        if self._chars is None:
+            raw = np.frombuffer(self.data, dtype=np.uint8)
+            chars = np.zeros(len(raw) + 1, dtype=np.int64)
+            np.cumsum((raw & 0xC0) != 0x80, out=chars[1:])  # count UTF-8 lead bytes
+            self._chars = chars
+        return int(self._chars[offset])
 
 
-def _near(window: Window, subject: str, start: int, end: int) -> bool:
-    lo = start - window.within if window.direction != "after" else end
-    hi = end + window.within if window.direction != "before" else start
-    return window.words.search(subject[max(0, lo) : max(0, hi)]) is not None
+class _Occurrences:
+    """Where one context (or unless) window's words occur in a ticket, found in one scan.
 
+    Searching each candidate's own slice would cost one regex run per candidate, and a long
+    ticket full of phone-like numbers has hundreds. An occurrence counts when it lies wholly
+    inside the candidate's window.
+    """
 
-def _accept(rule: Rule, subject: str, start: int, end: int, matched: str) -> bool:
-    if rule.validator is not None and not rule.validator(matched):
+    __slots__ = ("window", "subject", "starts", "ends", "complete")
+
+    def __init__(self, window: Window, subject: _Subject) -> None:
+        self.window = window
+        self.subject = subject
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.complete = True
+        for n, match in enumerate(window.words.finditer(subject.data)):
+            if n >= MAX_WORD_OCCURRENCES:
+                self.complete = False  # past the last recorded one, fall back to a search
+                break
+            self.starts.append(subject.char(match.start()))
+            self.ends.append(subject.char(match.end()))
+
+    def near(self, start: int, end: int) -> bool:
+        window = self.window
+        lo = max(0, start - window.within if window.direction != "after" else end)
+        hi = end + window.within if window.direction != "before" else start
+        i = bisect_left(self.starts, lo)
+        while i < len(self.starts) and self.starts[i] < hi:
+            if self.ends[i] <= hi:
+                return True
+            i += 1
+        if not self.complete and (not self.starts or hi > self.starts[-1]):
+            return window.words.search(self.subject.text[lo:hi]) is not None
         return False
-    if rule.context is not None and not _near(rule.context, subject, start, end):
-        return False
-    if rule.unless is not None and _near(rule.unless, subject, start, end):
-        return False
-    return True
 
 
 def _hits_for(
-    rule: Rule, pattern_indices: list[int], subject: str, norm: Normalised | None, original: str
+    rule: Rule, pattern_indices: list[int], subject: _Subject, norm: Normalised | None,
+    original: str,
 ) -> list[RuleHit]:
     spans: list[tuple[int, int]] = []
+    context: _Occurrences | None = None
+    unless: _Occurrences | None = None
     for p in pattern_indices:
-        for n, match in enumerate(rule.patterns[p].finditer(subject)):
-            if n >= MAX_CANDIDATES_PER_PATTERN or len(spans) >= MAX_HITS_PER_RULE:
+        if len(spans) >= MAX_HITS_PER_RULE:
+            break
+        # The first accepted match of each pattern is reported: it explains the hit, and
+        # stopping there saves scanning the rest of a long ticket once per pattern.
+        for n, match in enumerate(rule.patterns[p].finditer(subject.data)):
+            if n >= MAX_CANDIDATES_PER_PATTERN:
                 break
-            start, end = match.span()
-            if not _accept(rule, subject, start, end, match.group(0)):
+            if rule.validator is not None and not rule.validator(match.group(0).decode()):
                 continue
+            start, end = subject.char(match.start()), subject.char(match.end())
+            if rule.context is not None:
+                context = context or _Occurrences(rule.context, subject)
+                if not context.near(start, end):
+                    continue
+            if rule.unless is not None:
+                unless = unless or _Occurrences(rule.unless, subject)
+                if unless.near(start, end):
+                    continue
             span = norm.span(start, end) if norm is not None else (start, end)
             if span not in spans:
                 spans.append(span)
+            break
     spec = rule.spec
     return [
         RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end),
@@ -77,16 +137,18 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
     started = time.perf_counter()
     original = _scannable(text)
     norm = normalise(original)
+    subjects = {"normalised": _Subject(norm.text), "original": _Subject(original)}
+    fired: dict[tuple[str, int], list[int]] = {}
+    for patterns in pack.sets:
+        for index in patterns.matcher.Match(subjects[patterns.scope].data) or ():
+            r, p = patterns.owners[index]
+            fired.setdefault((patterns.scope, r), []).append(p)
     hits: list[RuleHit] = []
-    for patterns, subject, mapping in (
-        (pack.normalised, norm.text, norm),
-        (pack.original, original, None),
-    ):
-        by_rule: dict[int, list[int]] = {}
-        for r, p in _fired(patterns, subject):
-            by_rule.setdefault(r, []).append(p)
-        for r, pattern_indices in by_rule.items():
-            hits.extend(_hits_for(pack.rules[r], pattern_indices, subject, mapping, original))
+    for (scope, r), pattern_indices in sorted(fired.items()):
+        mapping = norm if scope == "normalised" else None
+        hits.extend(
+            _hits_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original)
+        )
     hits.sort(key=lambda hit: (hit.span, hit.id))
     level: L1Level = "none"
     if any(hit.level == "red" for hit in hits):

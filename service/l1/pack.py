@@ -28,7 +28,13 @@ Regex = Any
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 _ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 _LANGUAGE = re.compile(r"[a-z]{2}\Z")
-_MAX_MEM = 64 << 20  # per compiled pattern set: the DFA cache, allocated lazily
+# RE2 memory budgets (each mostly the lazily built DFA cache). Measured on this machine: a
+# set below ~8 MiB thrashes on 32 KiB tickets; 16 MiB leaves room for the pack to grow.
+SET_MAX_MEM = 16 << 20
+SET_SIZE = 32  # patterns per re2.Set (see _pattern_sets)
+PATTERN_MAX_MEM = 4 << 20
+# Han characters: patterns containing them go to their own sets (see _group_key).
+_HAN = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 class PackError(ValueError):
@@ -66,9 +72,11 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class PatternSet:
-    """All patterns of one scope in one re2.Set: a ticket is scanned once per scope."""
+    """Patterns scanned together in one pass over a ticket (one re2.Set)."""
 
-    matcher: Any  # re2.Set, or None when no rule uses this scope
+    scope: Scope
+    name: str  # "<file> <script>", for diagnostics
+    matcher: Any  # re2.Set
     owners: tuple[tuple[int, int], ...]  # set index -> (rule index, pattern index)
 
 
@@ -78,8 +86,7 @@ class RulePack:
     files: tuple[str, ...]
     sha: str  # rules_sha: sha256 over the canonical bytes of the files (see pack_sha)
     rules: tuple[Rule, ...]
-    normalised: PatternSet
-    original: PatternSet
+    sets: tuple[PatternSet, ...]  # a ticket is scanned once per set: a small, fixed number
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:
@@ -88,7 +95,7 @@ class RulePack:
         raise KeyError(rule_id)
 
 
-def options(scope: Scope, *, max_mem: int = 8 << 20) -> re2.Options:
+def options(scope: Scope, *, max_mem: int = PATTERN_MAX_MEM) -> re2.Options:
     """RE2 options per scope: matching-form patterns ignore case; original ones do not."""
     opts = re2.Options()
     opts.log_errors = False
@@ -158,15 +165,73 @@ def compile_pattern(pattern: str, scope: Scope) -> Regex:
     return re2.compile(pattern, options(scope))
 
 
+def _top_level_alternatives(body: str) -> list[str]:
+    """Split a group body on its own "|" (not inside nested groups, classes or escapes)."""
+    parts: list[str] = []
+    depth, start, i, in_class = 0, 0, 0, False
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+        i += 1
+    parts.append(body[start:])
+    return parts
+
+
+def _matching_paren(pattern: str, index: int, step: int) -> int | None:
+    depth, i = 0, index
+    while 0 <= i < len(pattern):
+        escaped = i > 0 and pattern[i - 1] == "\\"
+        if not escaped and pattern[i] in "()":
+            depth += 1 if pattern[i] == ("(" if step > 0 else ")") else -1
+            if depth == 0:
+                return i
+        i += step
+    return None
+
+
+def _edge_letters(pattern: str, i: int) -> str:
+    """The characters a \\b at pattern[i:i+2] sits between, looking into adjacent groups."""
+    edges = ""
+    before = pattern[i - 1 : i]
+    if before == ")":
+        start = _matching_paren(pattern, i - 1, -1)
+        if start is not None:
+            body = pattern[start + 1 : i - 1].removeprefix("?:")
+            edges += "".join(alt.rstrip("?*+")[-1:] for alt in _top_level_alternatives(body))
+    else:
+        edges += before
+    after = pattern[i + 2 : i + 3]
+    if after == "(":
+        end = _matching_paren(pattern, i + 2, 1)
+        if end is not None:
+            body = pattern[i + 3 : end].removeprefix("?:")
+            edges += "".join(alt[:1] for alt in _top_level_alternatives(body))
+    else:
+        edges += after
+    return edges
+
+
 def _lint_pattern(pattern: str, scope: Scope) -> str | None:
     """Mistakes RE2 accepts but that make a pattern silently useless."""
     for i in range(len(pattern) - 1):
         if pattern[i] == "\\" and pattern[i + 1] == "b" and (i == 0 or pattern[i - 1] != "\\"):
-            around = pattern[max(0, i - 1) : i] + pattern[i + 2 : i + 3]
-            if any(not ch.isascii() and ch.isalpha() for ch in around):
+            if any(not ch.isascii() and ch.isalpha() for ch in _edge_letters(pattern, i)):
                 return (
-                    "\\b next to a non-ASCII letter never matches as meant (RE2's \\b is "
-                    "ASCII-only); use a character class or no boundary"
+                    "puts \\b next to a non-ASCII letter, where it never matches as meant "
+                    "(RE2's \\b is ASCII-only); drop the \\b or use a character class"
                 )
     if scope == "normalised":
         for ch in pattern:
@@ -239,30 +304,54 @@ def _compile_window(
             compile_pattern(word, scope)
         except re2.error as error:
             problems.append(f"{where}: {name} word {word!r} does not compile: {_re2_message(error)}")
+            continue
+        lint = _lint_pattern(word, scope)
+        if lint:
+            problems.append(f"{where}: {name} word {word!r} {lint}")
     if len(problems) > before:
         return None
     words = compile_pattern("|".join(f"(?:{word})" for word in block.words), scope)
     return Window(words, block.within, block.direction)
 
 
-def _pattern_set(rules: tuple[Rule, ...], scope: Scope) -> PatternSet:
-    owners: list[tuple[int, int]] = []
-    matcher = re2.Set.SearchSet(options(scope, max_mem=_MAX_MEM))
+def _group_key(rule: Rule, pattern: str) -> tuple[str, str]:
+    """Which family of sets a pattern joins: Han patterns together, others by rule file."""
+    if rule.spec.scope == "original":
+        return "original", "*"
+    return "normalised", "han" if _HAN.search(pattern) else rule.file
+
+
+def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
+    """Split the patterns into re2.Sets, each scanned once per ticket.
+
+    One set for the whole pack would mean one scan, but RE2 builds a set's DFA lazily and
+    each state of a 300-pattern set is large: on text it has not seen, building states cost
+    ~50 ms per 32 KiB (measured). Sets of at most SET_SIZE patterns, per rule file (in file
+    order, so mostly one language each) and one family for Han patterns, keep states small
+    (~3 ms per 32 KiB of unseen text): a ticket in one language builds few states in the
+    sets of the others. The shipped pack makes about fifteen sets.
+    """
+    groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for r, rule in enumerate(rules):
-        if rule.spec.scope != scope:
-            continue
         for p, pattern in enumerate(rule.spec.patterns):
-            index = matcher.Add(pattern)
-            if index != len(owners):
-                raise PackError([f"{rule.file}: rule {rule.id}: re2.Set numbered a pattern oddly"])
-            owners.append((r, p))
-    if not owners:
-        return PatternSet(None, ())
-    try:
-        matcher.Compile()
-    except re2.error as error:
-        raise PackError([f"{scope} patterns: the combined set does not compile: {error}"]) from None
-    return PatternSet(matcher, tuple(owners))
+            groups.setdefault(_group_key(rule, pattern), []).append((r, p))
+    sets: list[PatternSet] = []
+    for (scope, family), members in sorted(groups.items()):
+        chunks = -(-len(members) // SET_SIZE)
+        size = -(-len(members) // chunks)  # even chunks: no set of one stray pattern
+        for number, chunk_start in enumerate(range(0, len(members), size), start=1):
+            owners = members[chunk_start : chunk_start + size]
+            name = f"{scope}:{family}#{number}"
+            matcher = re2.Set.SearchSet(options(scope, max_mem=SET_MAX_MEM))  # type: ignore[arg-type]
+            for index, (r, p) in enumerate(owners):
+                if matcher.Add(rules[r].spec.patterns[p]) != index:
+                    raise PackError([f"{rules[r].file}: rule {rules[r].id}: re2.Set numbering"])
+            try:
+                matcher.Compile()
+            except re2.error as error:
+                raise PackError([f"{name}: the patterns do not compile as a set: {error}"]) from None
+            sets.append(PatternSet(scope, name, matcher, tuple(owners)))  # type: ignore[arg-type]
+    return tuple(sets)
 
 
 def _read(root: Path) -> dict[str, bytes]:
@@ -331,8 +420,7 @@ def build_pack(files: dict[str, bytes], path: str = "<memory>") -> RulePack:
         files=tuple(sorted(files)),
         sha=pack_sha(files),
         rules=rules,
-        normalised=_pattern_set(rules, "normalised"),
-        original=_pattern_set(rules, "original"),
+        sets=_pattern_sets(rules),
     )
     failures = check_examples(pack)
     if failures:
