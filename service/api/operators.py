@@ -14,6 +14,7 @@ from litestar.params import Parameter
 from .. import metrics
 from ..errors import InvalidTicket, NotFound
 from ..results import Decision, DecisionIn, L1Result, TicketIn, TriageResult
+from ..store import AsyncStore
 from .auth import require
 from .schemas import DecisionRecorded, L1Summary, L2Summary, QueueItem, QueuePage
 
@@ -59,6 +60,21 @@ def queue_item(ticket_id: str, stored: dict[str, str], now: float) -> QueueItem:
                      l1=L1Summary(level=l1.level, rules=l1.rules), l2=None)
 
 
+async def queue_listing(store: AsyncStore, queue: str, limit: int, cursor: str | None) -> QueuePage:
+    """One page of a queue, oldest first (the API route and the console both serve this)."""
+    page = await store.queue_page(queue, limit, _parse_cursor(cursor))
+    depth = await store.client.zcard(store.keys.queue(queue))
+    now = time.time()
+    items = []
+    for ticket_id, _score in page:
+        stored = await store.ticket(ticket_id)
+        if stored is None or "request" not in stored:
+            continue  # expired ticket whose id is still queued: skip, never fail the page
+        items.append(queue_item(ticket_id, stored, now))
+    next_cursor = f"{page[-1][1]!r}:{page[-1][0]}" if len(page) == limit else None
+    return QueuePage(queue=queue, depth=int(depth), items=items, next_cursor=next_cursor)
+
+
 @get("/v1/queues/{queue:str}", guards=[require("operator")], summary="Tickets waiting for review",
      tags=["operators"])
 async def list_queue(
@@ -67,17 +83,7 @@ async def list_queue(
     limit: int = Parameter(default=50, ge=1, le=500),
     cursor: str | None = None,
 ) -> QueuePage:
-    page = await state.store.queue_page(queue, limit, _parse_cursor(cursor))
-    depth = await state.store.client.zcard(state.store.keys.queue(queue))
-    now = time.time()
-    items = []
-    for ticket_id, _score in page:
-        stored = await state.store.ticket(ticket_id)
-        if stored is None or "request" not in stored:
-            continue  # expired ticket whose id is still queued: skip, never fail the page
-        items.append(queue_item(ticket_id, stored, now))
-    next_cursor = f"{page[-1][1]!r}:{page[-1][0]}" if len(page) == limit else None
-    return QueuePage(queue=queue, depth=int(depth), items=items, next_cursor=next_cursor)
+    return await queue_listing(state.store, queue, limit, cursor)
 
 
 def _check_decision(data: DecisionIn) -> None:
@@ -95,14 +101,13 @@ def _check_decision(data: DecisionIn) -> None:
                                 field="correct_level")
 
 
-@post("/v1/tickets/{ticket_id:str}/decision", guards=[require("operator")], status_code=201,
-      summary="Record an operator's decision", tags=["operators"])
-async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> DecisionRecorded:
+async def apply_decision(store: AsyncStore, ticket_id: str, data: DecisionIn) -> Decision:
+    """Validate and record an operator's decision (API route and console share this path)."""
     _check_decision(data)
-    stored = await state.store.ticket(ticket_id)
+    stored = await store.ticket(ticket_id)
     if stored is None:
         raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
-    given = stored.get("final_level") or "yellow"
+    given = stored.get("final_level") or "yellow"  # not triaged yet counts as yellow
     if data.false_green and given != "green":
         raise InvalidTicket("false_green applies only to a ticket that was green",
                             field="false_green")
@@ -110,13 +115,19 @@ async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> Dec
                         correct_level=data.correct_level, given_level=given,  # type: ignore[arg-type]
                         decided_at=time.time(), category=data.category, flags=data.flags,
                         false_green=data.false_green, note=data.note)
-    recorded = await state.store.decide(ticket_id, decision)
-    if not recorded:
+    if not await store.decide(ticket_id, decision):
         raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
     metrics.decisions_total.labels(action=data.action).inc()
     if data.false_green:
         metrics.false_greens_total.inc()
     structlog.contextvars.bind_contextvars(ticket_id=ticket_id)
-    log.info("decision_recorded", action=data.action, correct_level=data.correct_level,
-             given_level=given, false_green=data.false_green)
+    log.info("decision_recorded", operator=data.operator, action=data.action,
+             correct_level=data.correct_level, given_level=given, false_green=data.false_green)
+    return decision
+
+
+@post("/v1/tickets/{ticket_id:str}/decision", guards=[require("operator")], status_code=201,
+      summary="Record an operator's decision", tags=["operators"])
+async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> DecisionRecorded:
+    await apply_decision(state.store, ticket_id, data)
     return DecisionRecorded(id=ticket_id, recorded=True, removed_from_queues=True)

@@ -16,13 +16,19 @@ SESSION_COOKIE = "triage_session"
 SESSION_TTL_S = 12 * 3600
 
 
+def _b(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
 class SessionSigner:
     def __init__(self, operator_tokens: Iterable[str]) -> None:
         material = "\n".join(sorted(operator_tokens)).encode()
         self._key = hashlib.sha256(b"triage-session\n" + material).digest() if material else b""
 
     def _sign(self, payload: str) -> str:
-        return hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
+        # Cookies and form fields are client-controlled: compare bytes, since compare_digest
+        # refuses non-ASCII str and a 500 on odd input is a defect.
+        return hmac.new(self._key, _b(payload), hashlib.sha256).hexdigest()
 
     def issue(self, now: float | None = None) -> str:
         expires = int((now or time.time()) + SESSION_TTL_S)
@@ -36,7 +42,7 @@ class SessionSigner:
         parts = payload.split(".")
         if len(parts) != 3 or parts[0] != "v1":
             return set()
-        if not hmac.compare_digest(self._sign(payload), signature):
+        if not hmac.compare_digest(_b(self._sign(payload)), _b(signature)):
             return set()
         try:
             if int(parts[1]) < (now or time.time()):
@@ -51,4 +57,4 @@ class SessionSigner:
     def check_csrf(self, cookie: str | None, token: str | None) -> bool:
         if not cookie or not token:
             return False
-        return hmac.compare_digest(self.csrf_token(cookie), token)
+        return hmac.compare_digest(_b(self.csrf_token(cookie)), _b(token))

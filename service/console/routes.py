@@ -1,6 +1,6 @@
 """The console's routes under /ui: login/logout, queue tabs, the ticket view and its decision form.
 
-Decisions and queue pages go through the API's own handlers (record_decision, list_queue), so a
+Decisions and queue pages go through the API's own functions (apply_decision, queue_listing), so a
 decision made here is validated, recorded, counted and logged exactly like POST
 /v1/tickets/{id}/decision, lands in the decisions stream and takes the ticket out of its queues.
 """
@@ -18,7 +18,7 @@ from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
 from ..api.auth import TokenBucket
-from ..api.operators import list_queue, record_decision
+from ..api.operators import apply_decision, queue_listing
 from ..errors import RateLimited, TriageError
 from ..results import RED_FLAGS
 from ..store import AsyncStore
@@ -150,7 +150,7 @@ async def queue_page(request: Request, state: State, queue: str, cursor: str | N
     if queue not in QUEUES:
         return _not_found(f"There is no {queue!r} queue; the queues are {', '.join(QUEUES)}.")
     try:
-        listing = await list_queue.fn(queue=queue, state=state, limit=PAGE_SIZE, cursor=cursor)
+        listing = await queue_listing(state.store, queue, PAGE_SIZE, cursor)
     except TriageError as error:  # a mangled cursor: the API's own 400
         return _error(error.status, error.title, error.detail)
     return page("queue.html", title=f"{queue.capitalize()} queue", listing=listing,
@@ -242,7 +242,7 @@ async def decide(request: Request, state: State, ticket_id: str) -> Response[Any
         data = decision_from_form(fields, view.level, operator)
         rank = await state.store.client.zrank(key, ticket_id)
         # The API's handler itself: same checks, Decision, store.decide, metrics and log line.
-        await record_decision.fn(ticket_id=ticket_id, data=data, state=state)
+        await apply_decision(state.store, ticket_id, data)
     except TriageError as error:
         return await _ticket_page(request, state, ticket_id, stored, queue, error.status, error,
                                   fields)
