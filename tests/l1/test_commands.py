@@ -1,0 +1,86 @@
+"""`triage rules check | explain | report` through argparse, as service/cli.py wires them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from service.l1 import commands
+from service.l1.report import BEGIN, END
+from tests.l1.support import GOOD_RULE, RULES, pack_text
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="triage")
+    commands.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+def test_check_ok(capsys):
+    assert run("rules", "check", str(RULES)) == 0
+    out = capsys.readouterr().out
+    assert "rules OK" in out and "rules_sha" in out
+
+
+def test_check_broken_names_the_rule(tmp_path, capsys):
+    (tmp_path / "a.yaml").write_bytes(pack_text(GOOD_RULE.replace("level: red", "level: yellow")))
+    assert run("rules", "check", str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert "rules BROKEN" in err and "rule demo.delete" in err
+
+
+def test_check_defaults_to_the_configured_rules_dir(monkeypatch, capsys):
+    monkeypatch.setenv("TRIAGE_RULES_DIR", str(RULES))
+    assert run("rules", "check") == 0
+
+
+def test_explain_shows_rules_and_where(capsys):
+    assert run("rules", "explain", "--rules", str(RULES), "Please delete my account now") == 0
+    out = capsys.readouterr().out
+    assert "L1 level: red" in out
+    assert "destructive.delete_account_or_data" in out and "[0:24]" in out
+    assert "»Please delete my account« now" in out
+
+
+def test_explain_reads_stdin(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("how do I delete my draft"))
+    assert run("rules", "explain", "--rules", str(RULES), "-") == 0
+    assert "L1 level: none" in capsys.readouterr().out
+
+
+def _write_rows(path, rows):
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+
+
+def test_report_writes_the_generated_block_and_keeps_the_rest(tmp_path, capsys):
+    data = tmp_path / "dev.jsonl"
+    _write_rows(data, [
+        {"id": "T1", "subject": "", "body": "Please delete my account.", "risk": "red",
+         "flags": {"destructive_or_access": True}},
+        {"id": "T2", "subject": "q", "body": "How do I export my contacts?", "risk": "green",
+         "flags": {}},
+    ])
+    out = tmp_path / "l1.md"
+    out.write_text(f"# Title\n\nHand-written.\n\n{BEGIN}\nold\n{END}\n\nAfter.\n", encoding="utf-8")
+    assert run("rules", "report", "--rules", str(RULES), "--data", str(data), "--out", str(out)) == 0
+    doc = out.read_text(encoding="utf-8")
+    assert doc.startswith("# Title\n\nHand-written.") and doc.rstrip().endswith("After.")
+    assert "old" not in doc
+    assert "triage rules report --data" in doc and "| green | 1 | 0 | 0 | 1 |" in doc
+    assert "| red | 0 | 0 | 1 | 1 |" in doc and "`destructive.delete_account_or_data`" in doc
+
+
+def test_report_fails_when_a_target_is_missed(tmp_path, capsys):
+    data = tmp_path / "dev.jsonl"
+    _write_rows(data, [{"id": "T1", "subject": "", "body": "Please delete my account.",
+                        "risk": "green", "flags": {}}])
+    assert run("rules", "report", "--rules", str(RULES), "--data", str(data)) == 1
+    assert "MISSED green tickets raised to red" in capsys.readouterr().out
+
+
+def test_report_requires_data():
+    with pytest.raises(SystemExit):
+        run("rules", "report")

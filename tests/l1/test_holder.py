@@ -1,0 +1,65 @@
+"""PackHolder: refuse to start on a broken pack, swap only valid packs, count and log reloads."""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from service import metrics
+from service.l1 import PackError, PackHolder, evaluate
+from tests.l1.support import GOOD_RULE, pack_text
+
+
+def reloads(outcome: str) -> float:
+    return metrics.REGISTRY.get_sample_value("triage_rules_reload_total", {"outcome": outcome}) or 0.0
+
+
+def test_broken_pack_refuses_to_start(tmp_path):
+    (tmp_path / "a.yaml").write_bytes(pack_text(GOOD_RULE.replace("level: red", "level: amber")))
+    with pytest.raises(PackError, match="rule demo.delete"):
+        PackHolder(tmp_path)
+
+
+def test_reload_keeps_the_last_good_pack(tmp_path):
+    rules = tmp_path / "a.yaml"
+    rules.write_bytes(pack_text(GOOD_RULE))
+    holder = PackHolder(tmp_path)
+    good = holder.pack
+    errors_before = reloads("error")
+
+    rules.write_bytes(pack_text(GOOD_RULE.replace("(?:my|our)", "(?:my|our")))  # RE2 error
+    with capture_logs() as logs:
+        assert holder.reload() is False
+    assert holder.pack is good
+    assert evaluate(holder.pack, "Please delete my account.").level == "red"
+    assert reloads("error") == errors_before + 1
+    failure = next(entry for entry in logs if entry["event"] == "rules_reload_failed")
+    assert failure["log_level"] == "error" and failure["rules_sha"] == good.sha
+    assert any("rule demo.delete" in problem for problem in failure["problems"])
+
+
+def test_reload_swaps_in_a_valid_pack(tmp_path):
+    rules = tmp_path / "a.yaml"
+    rules.write_bytes(pack_text(GOOD_RULE))
+    holder = PackHolder(tmp_path)
+    before = holder.pack
+    ok_before = reloads("ok")
+
+    rules.write_bytes(pack_text(GOOD_RULE.replace("level: red", "level: red  # reviewed")))
+    with capture_logs() as logs:
+        assert holder.reload() is True
+    assert holder.pack is not before and holder.pack.sha != before.sha
+    assert reloads("ok") == ok_before + 1
+    swapped = next(entry for entry in logs if entry["event"] == "rules_reloaded")
+    assert swapped["rules_sha"] == holder.pack.sha and swapped["previous_sha"] == before.sha
+
+
+def test_reload_survives_a_vanished_directory(tmp_path):
+    directory = tmp_path / "rules"
+    directory.mkdir()
+    (directory / "a.yaml").write_bytes(pack_text(GOOD_RULE))
+    holder = PackHolder(directory)
+    (directory / "a.yaml").unlink()
+    directory.rmdir()
+    assert holder.reload() is False
+    assert holder.pack.rules[0].id == "demo.delete"

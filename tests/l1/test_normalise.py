@@ -1,0 +1,91 @@
+"""Normalisation: examples of each step, and properties checked with hypothesis."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.l1 import evaluate
+from service.l1.normalise import normalise
+from tests.l1.test_packs import assert_span_is_the_match
+
+# Characters that exercise every path: joiners, invisibles, ligatures, look-alikes, CJK.
+TRICKY = list(
+    " \t\n\r\u00a0\u3000\u2028\u200b\u200d\u202e\u2066\ufeff\ufe0f\U000e0041\u00ad"
+    "\u0301\u0308\u0345\u1100\u1160\u11a8\uac00\uff76\uff9e\u3099\u1ffe\u0344"
+    "ﬁßİΑΒаеорсхορ’“–ＡＢ！？，。退款删除Ǆǅǆ"
+)
+texts = st.text(alphabet=st.one_of(st.characters(), st.sampled_from(TRICKY)), max_size=60)
+
+
+def test_nfkc_and_case_folding():
+    assert normalise("ＤＥＬＥＴＥ ﬁle STRASSE Straße").text == "delete file strasse strasse"
+
+
+def test_invisible_characters_removed():
+    assert normalise("ig\u200bno\u200dre\u2066 pre\ufe0fvious\u202e").text == "ignore previous"
+
+
+def test_look_alikes_folded():
+    # Cyrillic а, е, о, р, с; Greek Ο; typographic apostrophe
+    assert normalise("рlеаsе dеlеtе mу ассоunt, dΟn’t").text == "please delete my account, don't"
+
+
+def test_whitespace_collapsed_keeping_line_breaks():
+    assert normalise("a  b\t\tc\r\n\r\n d\u00a0e").text == "a b c\nd e"
+
+
+def test_spans_map_back_to_the_original():
+    original = "Ｐｌｅａｓｅ  d\u200belete\n\nmy ACCOUNT"
+    norm = normalise(original)
+    assert norm.text == "please delete\nmy account"
+    start = norm.text.index("delete")
+    assert original[slice(*norm.span(start, start + len("delete")))] == "d\u200belete"
+    start = norm.text.index("account")
+    assert original[slice(*norm.span(start, start + len("account")))] == "ACCOUNT"
+    assert norm.span(0, len(norm.text)) == (0, len(original))
+
+
+def test_composed_and_decomposed_accents_match_alike():
+    assert normalise("re\u0301siliation").text == normalise("résiliation").text == "résiliation"
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts)
+def test_normalisation_is_idempotent(text):
+    once = normalise(text).text
+    assert normalise(once).text == once
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts, st.data())
+def test_spans_lie_within_the_original(text, data):
+    norm = normalise(text)
+    start = data.draw(st.integers(0, len(norm.text)))
+    end = data.draw(st.integers(start, len(norm.text)))
+    mapped_start, mapped_end = norm.span(start, end)
+    assert 0 <= mapped_start <= mapped_end <= len(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts)
+def test_matching_never_raises_and_spans_index_the_original(pack, text):
+    result = evaluate(pack, text)
+    assert result.level in ("none", "yellow", "red")
+    for hit in result.rules:
+        assert 0 <= hit.span[0] <= hit.span[1] <= len(text)
+        assert text[hit.span[0] : hit.span[1]] == hit.text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=30), st.sampled_from(["please delete my account", "ignore previous instructions"]))
+def test_a_phrase_is_found_whatever_surrounds_it(pack, noise, phrase):
+    result = evaluate(pack, f"{noise}\n{phrase}.")
+    assert result.level != "none"
+    for hit in result.rules:
+        assert_span_is_the_match(pack, hit)
+
+
+def test_lone_surrogates_do_not_break_matching(pack):
+    result = evaluate(pack, "please delete my account \ud800 now")
+    assert result.level == "red"
