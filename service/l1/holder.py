@@ -23,6 +23,7 @@ class PackHolder:
         self.path = Path(path)
         self._pack = load_pack(self.path)
         self._lock = threading.Lock()  # one reload at a time; readers never wait
+        self._pending = False
         log.info("rules_loaded", path=str(self.path), rules_sha=self._pack.sha,
                  rules=len(self._pack.rules))
 
@@ -32,23 +33,40 @@ class PackHolder:
         return self._pack
 
     def reload(self) -> bool:
-        """Load the pack again; True if it was swapped in, False if the old one stays."""
-        with self._lock:
-            previous = self._pack
-            try:
-                pack = load_pack(self.path)
-            except PackError as error:
-                metrics.rules_reload_total.labels(outcome="error").inc()
-                log.error("rules_reload_failed", path=str(self.path), rules_sha=previous.sha,
-                          problems=error.problems)
-                return False
-            except Exception as error:  # a reload must never take the service down
-                metrics.rules_reload_total.labels(outcome="error").inc()
-                log.exception("rules_reload_failed", path=str(self.path),
-                              rules_sha=previous.sha, problems=[repr(error)])
-                return False
-            self._pack = pack
-            metrics.rules_reload_total.labels(outcome="ok").inc()
-            log.info("rules_reloaded", path=str(self.path), rules_sha=pack.sha,
-                     previous_sha=previous.sha, rules=len(pack.rules))
-            return True
+        """Load the pack again; True if a new pack was swapped in, False if the old one stays.
+
+        Safe to call from a signal handler: if a reload is already running (in this thread,
+        interrupted, or in another), the call returns False at once and the running reload
+        reads the files once more before it finishes, so no request is lost.
+        """
+        self._pending = True
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            swapped = False
+            while self._pending:
+                self._pending = False
+                swapped = self._reload_once()
+            return swapped
+        finally:
+            self._lock.release()
+
+    def _reload_once(self) -> bool:
+        previous = self._pack
+        try:
+            pack = load_pack(self.path)
+        except PackError as error:
+            metrics.rules_reload_total.labels(outcome="error").inc()
+            log.error("rules_reload_failed", path=str(self.path), rules_sha=previous.sha,
+                      problems=error.problems)
+            return False
+        except Exception as error:  # a reload must never take the service down
+            metrics.rules_reload_total.labels(outcome="error").inc()
+            log.exception("rules_reload_failed", path=str(self.path), rules_sha=previous.sha,
+                          problems=[repr(error)])
+            return False
+        self._pack = pack
+        metrics.rules_reload_total.labels(outcome="ok").inc()
+        log.info("rules_reloaded", path=str(self.path), rules_sha=pack.sha,
+                 previous_sha=previous.sha, rules=len(pack.rules))
+        return True

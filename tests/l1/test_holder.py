@@ -63,3 +63,27 @@ def test_reload_survives_a_vanished_directory(tmp_path):
     directory.rmdir()
     assert holder.reload() is False
     assert holder.pack.rules[0].id == "demo.delete"
+
+
+def test_reload_requested_during_a_reload_runs_again(tmp_path, monkeypatch):
+    """A SIGHUP handler may interrupt a running reload: it must neither deadlock nor be lost."""
+    rules = tmp_path / "a.yaml"
+    rules.write_bytes(pack_text(GOOD_RULE))
+    holder = PackHolder(tmp_path)
+    from service.l1 import holder as holder_module
+
+    real_load = holder_module.load_pack
+    calls = []
+
+    def load_and_get_interrupted(path):
+        calls.append(path)
+        if len(calls) == 1:
+            # the "signal": files change and a second reload is requested mid-load
+            rules.write_bytes(pack_text(GOOD_RULE.replace("demo.delete", "demo.second")))
+            assert holder.reload() is False  # returns at once instead of deadlocking
+        return real_load(path)
+
+    monkeypatch.setattr(holder_module, "load_pack", load_and_get_interrupted)
+    assert holder.reload() is True
+    assert len(calls) == 2  # the pending request made the running reload read again
+    assert holder.pack.rules[0].id == "demo.second"
