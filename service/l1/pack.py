@@ -18,7 +18,7 @@ import msgspec
 import re2
 import yaml
 
-from service.l1.normalise import fold
+from service.l1.lint import lint_pattern
 from service.l1.schema import Context, PackFile, RuleSpec, Scope
 from service.l1.validators import VALIDATORS, Validator
 
@@ -75,7 +75,7 @@ class PatternSet:
     """Patterns scanned together in one pass over a ticket (one re2.Set)."""
 
     scope: Scope
-    name: str  # "<file> <script>", for diagnostics
+    name: str  # "<scope>:<file or han>#<n>", for diagnostics
     matcher: Any  # re2.Set
     owners: tuple[tuple[int, int], ...]  # set index -> (rule index, pattern index)
 
@@ -165,89 +165,6 @@ def compile_pattern(pattern: str, scope: Scope) -> Regex:
     return re2.compile(pattern, options(scope))
 
 
-def _top_level_alternatives(body: str) -> list[str]:
-    """Split a group body on its own "|" (not inside nested groups, classes or escapes)."""
-    parts: list[str] = []
-    depth, start, i, in_class = 0, 0, 0, False
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-        i += 1
-    parts.append(body[start:])
-    return parts
-
-
-def _matching_paren(pattern: str, index: int, step: int) -> int | None:
-    depth, i = 0, index
-    while 0 <= i < len(pattern):
-        escaped = i > 0 and pattern[i - 1] == "\\"
-        if not escaped and pattern[i] in "()":
-            depth += 1 if pattern[i] == ("(" if step > 0 else ")") else -1
-            if depth == 0:
-                return i
-        i += step
-    return None
-
-
-def _edge_letters(pattern: str, i: int) -> str:
-    """The characters a \\b at pattern[i:i+2] sits between, looking into adjacent groups."""
-    edges = ""
-    before = pattern[i - 1 : i]
-    if before == ")":
-        start = _matching_paren(pattern, i - 1, -1)
-        if start is not None:
-            body = pattern[start + 1 : i - 1].removeprefix("?:")
-            edges += "".join(alt.rstrip("?*+")[-1:] for alt in _top_level_alternatives(body))
-    else:
-        edges += before
-    after = pattern[i + 2 : i + 3]
-    if after == "(":
-        end = _matching_paren(pattern, i + 2, 1)
-        if end is not None:
-            body = pattern[i + 3 : end].removeprefix("?:")
-            edges += "".join(alt[:1] for alt in _top_level_alternatives(body))
-    else:
-        edges += after
-    return edges
-
-
-def _lint_pattern(pattern: str, scope: Scope) -> str | None:
-    """Mistakes RE2 accepts but that make a pattern silently useless."""
-    for i in range(len(pattern) - 1):
-        if pattern[i] == "\\" and pattern[i + 1] == "b" and (i == 0 or pattern[i - 1] != "\\"):
-            if any(not ch.isascii() and ch.isalpha() for ch in _edge_letters(pattern, i)):
-                return (
-                    "puts \\b next to a non-ASCII letter, where it never matches as meant "
-                    "(RE2's \\b is ASCII-only); drop the \\b or use a character class"
-                )
-    if scope == "normalised":
-        for ch in pattern:
-            if not ch.isascii() and fold(ch) != ch.lower():
-                return (
-                    f"contains {ch!r}, which never occurs in the matching form "
-                    f"(write {fold(ch)!r}); see docs/l1.md"
-                )
-    try:
-        if compile_pattern(pattern, scope).search("") is not None:
-            return "matches the empty string"
-    except re2.error:
-        pass  # reported by the compile step
-    return None
-
-
 def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
     where = f"{file}: rule {spec.id}"
     problems: list[str] = []
@@ -278,7 +195,7 @@ def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
         except re2.error as error:
             problems.append(f"{where}: pattern {pattern!r} does not compile: {_re2_message(error)}")
             continue
-        lint = _lint_pattern(pattern, spec.scope)
+        lint = lint_pattern(pattern, spec.scope)
         if lint:
             problems.append(f"{where}: pattern {pattern!r} {lint}")
     context = _compile_window(spec.context, "context", spec.scope, where, problems)
@@ -305,7 +222,7 @@ def _compile_window(
         except re2.error as error:
             problems.append(f"{where}: {name} word {word!r} does not compile: {_re2_message(error)}")
             continue
-        lint = _lint_pattern(word, scope)
+        lint = lint_pattern(word, scope)
         if lint:
             problems.append(f"{where}: {name} word {word!r} {lint}")
     if len(problems) > before:
@@ -314,7 +231,7 @@ def _compile_window(
     return Window(words, block.within, block.direction)
 
 
-def _group_key(rule: Rule, pattern: str) -> tuple[str, str]:
+def _group_key(rule: Rule, pattern: str) -> tuple[Scope, str]:
     """Which family of sets a pattern joins: Han patterns together, others by rule file."""
     if rule.spec.scope == "original":
         return "original", "*"
@@ -331,7 +248,7 @@ def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
     (~3 ms per 32 KiB of unseen text): a ticket in one language builds few states in the
     sets of the others. The shipped pack makes about fifteen sets.
     """
-    groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    groups: dict[tuple[Scope, str], list[tuple[int, int]]] = {}
     for r, rule in enumerate(rules):
         for p, pattern in enumerate(rule.spec.patterns):
             groups.setdefault(_group_key(rule, pattern), []).append((r, p))
@@ -342,7 +259,7 @@ def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
         for number, chunk_start in enumerate(range(0, len(members), size), start=1):
             owners = members[chunk_start : chunk_start + size]
             name = f"{scope}:{family}#{number}"
-            matcher = re2.Set.SearchSet(options(scope, max_mem=SET_MAX_MEM))  # type: ignore[arg-type]
+            matcher = re2.Set.SearchSet(options(scope, max_mem=SET_MAX_MEM))
             for index, (r, p) in enumerate(owners):
                 if matcher.Add(rules[r].spec.patterns[p]) != index:
                     raise PackError([f"{rules[r].file}: rule {rules[r].id}: re2.Set numbering"])
@@ -350,7 +267,7 @@ def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
                 matcher.Compile()
             except re2.error as error:
                 raise PackError([f"{name}: the patterns do not compile as a set: {error}"]) from None
-            sets.append(PatternSet(scope, name, matcher, tuple(owners)))  # type: ignore[arg-type]
+            sets.append(PatternSet(scope, name, matcher, tuple(owners)))
     return tuple(sets)
 
 
