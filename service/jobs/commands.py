@@ -39,6 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default="", help="any GGUF path (default TRIAGE_MODEL_PATH)")
     parser.add_argument("--risk-permutations", type=int, default=0,
                         help="option orders averaged for the risk question (default: prompts/)")
-    parser.add_argument("--mode", choices=("parallel", "rewind"), default="",
+    parser.add_argument("--mode", choices=("parallel", "rewind", "fused"), default="",
                         help="how questions share the ticket's KV (default: parallel)")
     parser.set_defaults(func=cmd_eval)

@@ -196,12 +196,15 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
     ticket, truncated = _fit(runner.tokenize(state), budget, runner.tokenize(TRUNCATION_MARK))
 
     t0 = time.perf_counter()
-    st = runner.open_state(prefix, ticket + outro, deadline)  # level 2
-    timings["state_ms"] = (time.perf_counter() - t0) * 1000
-
-    t0 = time.perf_counter()
-    readouts = runner.ask(st, suffixes, mode=mode, deadline=deadline)  # level 3
-    timings["questions_ms"] = (time.perf_counter() - t0) * 1000
+    if mode == "fused":  # levels 2 and 3 in the same decode calls (see Runner.open_and_ask)
+        st, readouts = runner.open_and_ask(prefix, ticket + outro, suffixes, deadline)
+        timings["state_and_questions_ms"] = (time.perf_counter() - t0) * 1000
+    else:
+        st = runner.open_state(prefix, ticket + outro, deadline)  # level 2
+        timings["state_ms"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        readouts = runner.ask(st, suffixes, mode=mode, deadline=deadline)  # level 3
+        timings["questions_ms"] = (time.perf_counter() - t0) * 1000
 
     features = {v: r.hidden for v, r in readouts.items()}
     raw: dict[str, Answer] = {}

@@ -67,7 +67,7 @@ class Question(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise PromptError(f"question {name!r}: options are only for choice questions")
         if self.kind == "score" and not 0 <= self.min < self.max <= 9:
             # Each value must be one digit token; two-digit values would need two tokens.
-            raise PromptError(f"question {name!r}: a score needs 0 <= min < max <= 9, "
+            raise PromptError(f"question {name!r}: a score needs 0 <= min < max <= 9 (one digit each), "
                               f"got {self.min}..{self.max}")
         if self.kind != "choice" and self.permutations != 1:
             raise PromptError(f"question {name!r}: permutations are only for choice questions")
@@ -82,11 +82,12 @@ class Framing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How the state (ticket) and each question are written into the user turn."""
 
     ticket_intro: str = "<ticket>\n"
-    ticket_outro: str = "\n</ticket>\n\n"
+    ticket_outro: str = ("\n</ticket>\n\nAnswer the question below about the ticket with one "
+                         "letter or digit.\n\n")
     option: str = "{alias}. {label}"
-    choice: str = "{question}\n{options}\nAnswer with one letter."
-    boolean: str = "{question}\nA. yes\nB. no\nAnswer with one letter."
-    score: str = "{question}\nAnswer with one digit from {min} to {max}."
+    choice: str = "{question}\n{options}"
+    boolean: str = "{question}\nA. yes\nB. no"
+    score: str = "{question} ({min} to {max})"
 
     def render(self, q: Question) -> str:
         """The full question text written after the ticket (before the template's turn end)."""

@@ -26,6 +26,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import numpy as np
@@ -193,7 +194,7 @@ class Runner:
         self.n_seq_max = n_seq_max
         self._mem = L.llama_get_memory(self._ctx)
         self._embeddings = False
-        self._batch = L.llama_batch_init(n_batch, 0, 1)
+        self._batch = L.llama_batch_init(n_batch, 0, n_seq_max)
         self._abort_cb = L.ggml_abort_callback(self._should_abort)
         L.llama_set_abort_callback(self._ctx, self._abort_cb, ctypes.c_void_p(0))
         self._max_prefixes = max_prefixes
@@ -280,7 +281,7 @@ class Runner:
             _lib().llama_set_embeddings(self._ctx, on)
             self._embeddings = on
 
-    def _decode(self, entries: list[tuple[int, int, int, bool]], *, embeddings: bool = False,
+    def _decode(self, entries: list[tuple[int, int, Any, bool]], *, embeddings: bool = False,
                 deadline: float | None = None) -> list[int]:
         """Decode (token, pos, seq, output) entries in n_batch chunks; returns output indices.
 
@@ -298,8 +299,13 @@ class Runner:
             for i, (token, pos, seq, output) in enumerate(chunk):
                 batch.token[i] = token
                 batch.pos[i] = pos
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = seq
+                if isinstance(seq, tuple):  # one token shared by several sequences (fused)
+                    batch.n_seq_id[i] = len(seq)
+                    for k, s in enumerate(seq):
+                        batch.seq_id[i][k] = s
+                else:
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = seq
                 batch.logits[i] = 1 if output else 0
                 if output:
                     out_index.append(i)
@@ -403,6 +409,50 @@ class Runner:
         if mode == "rewind":
             return self._ask_rewind(state, suffixes, deadline)
         raise ValueError(f"mode must be 'parallel' or 'rewind', got {mode!r}")
+
+    def open_and_ask(self, prefix: Prefix, tokens: list[int], suffixes: dict[str, list[int]],
+                     deadline: float | None = None) -> tuple[State, dict[str, Readout]]:
+        """Mode "fused": the ticket and every question body in the same decode calls.
+
+        Each ticket token is evaluated once but belongs to the ticket's sequence and to every
+        question's sequence at the same time (n_seq_id > 1), so no seq_cp is needed after it and
+        one decode call (and its fixed cost) is saved. The answer positions follow as in
+        "parallel". The ticket's sequence stays open for the fallback, like open_state.
+        """
+        L = _lib()
+        if len(suffixes) > len(self._branch_seqs):
+            raise RunnerError(f"{len(suffixes)} questions but only {len(self._branch_seqs)} "
+                              "parallel sequences (raise n_seq_max)")
+        self.close_state()
+        names = list(suffixes)
+        seqs = dict(zip(names, self._branch_seqs, strict=False))
+        owners = (self._state_seq, *seqs.values())
+        n_past = prefix.n + len(tokens)
+        try:
+            for seq in owners:
+                L.llama_memory_seq_cp(self._mem, prefix.seq, seq, -1, -1)
+            entries: list[tuple[int, int, Any, bool]] = [
+                (t, prefix.n + i, owners, False) for i, t in enumerate(tokens)]
+            entries += [(t, n_past + i, seqs[n], False)
+                        for n in names for i, t in enumerate(suffixes[n][:-1])]
+            self._decode(entries, deadline=deadline)
+            state = State(prefix=prefix, seq=self._state_seq, n_past=n_past,
+                          tokens_evaluated=len(tokens))
+            last = [(suffixes[n][-1], n_past + len(suffixes[n]) - 1, seqs[n], True)
+                    for n in names]
+            idx = self._decode(last, embeddings=True, deadline=deadline)
+            out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]))
+                   for n, i in zip(names, idx, strict=True)}
+            for n in names:
+                if self._opened_thinking(out[n]):
+                    out[n] = self._close_thinking(seqs[n], n_past + len(suffixes[n]), out[n],
+                                                  deadline)
+        except Exception:
+            self.close_state()
+            raise
+        for seq in seqs.values():
+            self._rm(seq)
+        return state, out
 
     def _ask_parallel(self, state: State, suffixes: dict[str, list[int]],
                       deadline: float | None) -> dict[str, Readout]:

@@ -1,0 +1,169 @@
+"""L2 benchmark: the logits path against the old JSON-generation path, same model, same tickets.
+
+`run(settings, tickets)` returns the `l2` section of the bench report. Per ticket, in one run
+and interleaved (so drift in machine load hits every variant alike), it times:
+- logits: `Classifier.classify` with every question (the serving path);
+- rewind: the same questions asked one after the other with a KV rewind instead of parallel
+  sequences, and the largest probability difference between the two;
+- first question: the ticket and the risk question only; the marginal cost of the others;
+- without team: every question but the routing one, so the team question's marginal cost;
+- json: the old path, a JSON object (category, risk, confidence, reasoning) generated under a
+  grammar after the same cached system context and ticket.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from typing import Any
+
+from service.l2.classifier import FALLBACK_QUESTIONS, Classifier
+from service.l2.decide import Fallback, decide, prefix_layout
+from service.results import ticket_text
+
+# The old path's instruction and grammar, reproduced here for measurement only.
+JSON_INSTRUCTION = (
+    "Classify the ticket above under the policy. Reply with one JSON object: "
+    '{"category": one of billing, technical, account, shipping, sales, security, legal, other; '
+    '"risk": green, yellow or red; "confidence": a number from 0 to 1; '
+    '"reasoning": one short sentence}.')
+JSON_GRAMMAR = r'''root ::= ( "{\"category\": \"" cat "\", \"risk\": \"" risk "\", "
+         "\"confidence\": " conf ", \"reasoning\": \"" reason "\"}" )
+cat ::= "billing" | "technical" | "account" | "shipping" | "sales" | "security" | "legal" | "other"
+risk ::= "green" | "yellow" | "red"
+conf ::= "0." [0-9] [0-9]? | "1.0" | "1"
+reason ::= [^"\\\n]*
+'''
+JSON_MAX_TOKENS = 128
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _texts(tickets: list[Any]) -> list[str]:
+    out = []
+    for t in tickets:
+        if isinstance(t, str):
+            out.append(t)
+        elif isinstance(t, dict):
+            out.append(ticket_text(t.get("subject"), t["body"]))
+        else:
+            out.append(ticket_text(getattr(t, "subject", None), t.body))
+    return out
+
+
+def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None) -> dict:
+    """The `l2` section of the bench report (times in ms)."""
+    texts = _texts(tickets)
+    classifier = classifier or Classifier.from_settings(settings)
+    runner = classifier.runner
+    prompts = classifier.prompts
+    questions = classifier.questions
+    system_tokens = classifier.system_tokens
+    prefix_tokens_at_start = runner.stats.prefix_tokens
+    fallback = Fallback(names=FALLBACK_QUESTIONS, min_coverage=classifier.thresholds.min_coverage,
+                        instruction=prompts.fallback_prompt)
+
+    def timed(text: str, qs: dict, mode: str = "parallel"):
+        started = time.perf_counter()
+        d = decide(runner, text, prompts.context, qs, framing=prompts.framing, mode=mode,
+                   fallback=fallback)
+        return (time.perf_counter() - started) * 1000, d
+
+    classifier.classify(texts[0])  # warm-up, not counted (first-call allocations)
+    logits_ms, rewind_ms, first_ms, no_team_ms, json_ms = [], [], [], [], []
+    tokens, ticket_tokens, json_tokens, max_diff = [], [], [], []
+    first_only = {"risk": questions["risk"]}
+    without_team = {k: v for k, v in questions.items() if k != "team"}
+    for text in texts:
+        started = time.perf_counter()
+        out = classifier.classify(text)
+        logits_ms.append((time.perf_counter() - started) * 1000)
+        tokens.append(out.result.tokens_evaluated)
+        ms, rewound = timed(text, questions, mode="rewind")
+        rewind_ms.append(ms)
+        diffs = [abs(p - rewound.answers[q].probabilities[lab])
+                 for q, a in out.result.answers.items()
+                 if a.probabilities and q in rewound.answers and rewound.answers[q].probabilities
+                 for lab, p in a.probabilities.items()]
+        if diffs:
+            max_diff.append(max(diffs))
+        ms, first = timed(text, first_only)
+        first_ms.append(ms)
+        ticket_tokens.append(first.tokens_evaluated - first.suffix_tokens.get("risk", 0))
+        no_team_ms.append(timed(text, without_team)[0])
+        ms, n_json = _json_path(classifier, text)
+        json_ms.append(ms)
+        json_tokens.append(n_json)
+    n_variants = len(_variants(questions))
+    logits_med = _median(logits_ms)
+    first_med = _median(first_ms)
+    extra = ((logits_med - first_med) / (n_variants - 1)
+             if logits_med is not None and first_med is not None and n_variants > 1 else None)
+    json_med = _median(json_ms)
+    team_suffix = len(_suffix_tokens(classifier, "team"))
+    return {
+        "model": classifier.model_info.name,
+        "n_tickets": len(texts),
+        "n_threads": runner.n_threads,
+        "mode": classifier.mode,
+        "questions": n_variants,
+        "system_tokens": system_tokens,
+        "logits_ms_median": logits_med,
+        "json_ms_median": json_med,
+        "ratio": (json_med / logits_med) if json_med and logits_med else None,
+        "first_question_ms": first_med,
+        "extra_question_ms": extra,
+        "extra_question_share": (extra / first_med) if extra is not None and first_med else None,
+        "tokens_per_ticket_median": _median(tokens),
+        "ticket_tokens_median": _median(ticket_tokens),
+        "json_generated_tokens_median": _median(json_tokens),
+        "system_tokens_reevaluated": runner.stats.prefix_tokens - prefix_tokens_at_start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "kv_sharing": {
+            "parallel_ms_median": _median(logits_ms),
+            "rewind_ms_median": _median(rewind_ms),
+            "faster": "parallel" if _median(logits_ms) <= _median(rewind_ms) else "rewind",
+            "max_probability_difference": max(max_diff) if max_diff else None,
+        },
+        "team_question": {
+            "marginal_ms_median": _median([a - b for a, b in zip(logits_ms, no_team_ms,
+                                                                   strict=True)]),
+            "suffix_tokens": team_suffix,
+        },
+    }
+
+
+def _variants(questions: dict) -> list[str]:
+    from service.l2.decide import variant_names
+
+    return [v for name, q in questions.items() for v, _ in variant_names(name, q)]
+
+
+def _suffix_tokens(classifier: Classifier, name: str) -> list[int]:
+    from service.l2.decide import _suffix
+
+    _, _, tail = prefix_layout(classifier.runner, classifier.prompts.context,
+                               classifier.prompts.framing)
+    q = classifier.questions[name]
+    return _suffix(classifier.runner, classifier.prompts.framing.render(q), tail)
+
+
+def _json_path(classifier: Classifier, text: str) -> tuple[float, int]:
+    """The old path: cached system context, the ticket, then JSON generated under a grammar."""
+    runner = classifier.runner
+    prompts = classifier.prompts
+    started = time.perf_counter()
+    with runner.lock:
+        try:
+            prefix_tokens, between, tail = prefix_layout(runner, prompts.context, prompts.framing)
+            prefix = runner.prefix(prefix_tokens)
+            state = runner.open_state(prefix, runner.tokenize(text) + runner.tokenize(between))
+            suffix = runner.tokenize(JSON_INSTRUCTION) + runner.tokenize(tail, special=True)
+            _, generated = runner.generate(state, suffix, JSON_GRAMMAR,
+                                           max_tokens=JSON_MAX_TOKENS)
+        finally:
+            runner.close_state()
+    return (time.perf_counter() - started) * 1000, generated - len(suffix)

@@ -1,0 +1,124 @@
+"""Answer maths (coverage, renormalisation, confidence, score value, permutation merge) and the
+prompt data: pure, no model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from service.l2.answers import answer_from_logprobs, generated_answer, log_softmax, merge_permutations
+from service.l2.decide import fallback_grammar, variant_names
+from service.l2.prompts import Framing, PromptError, Question, load_prompts
+from service.settings import PROJECT_ROOT
+
+RISK = Question(kind="choice", text="Risk?", options=("green", "yellow", "red"))
+
+
+def test_log_softmax_normalises():
+    lp = log_softmax(np.array([1.0, 2.0, 3.0, -50.0], dtype=np.float32))
+    assert math.isclose(float(np.exp(lp).sum()), 1.0, rel_tol=1e-9)
+
+
+def test_coverage_renormalisation_and_confidence():
+    lp = {"green": math.log(0.3), "yellow": math.log(0.1), "red": math.log(0.1)}
+    a = answer_from_logprobs(RISK, lp)
+    assert a.coverage == pytest.approx(0.5)
+    assert a.probabilities == pytest.approx({"green": 0.6, "yellow": 0.2, "red": 0.2})
+    assert a.chosen == "green"
+    assert a.confidence == pytest.approx(0.6 * 0.5)
+    assert a.logprobs == lp  # the raw log-probabilities are kept for recalibration
+
+
+def test_boolean_probability_is_p_yes():
+    q = Question(kind="boolean", text="Flag?")
+    a = answer_from_logprobs(q, {"yes": math.log(0.2), "no": math.log(0.6)})
+    assert a.options == ["yes", "no"] and a.chosen == "no"
+    assert a.probability == pytest.approx(0.25)
+
+
+def test_score_value_and_mode():
+    q = Question(kind="score", text="Urgency?", min=0, max=3)
+    p = {"0": 0.1, "1": 0.2, "2": 0.3, "3": 0.4}
+    a = answer_from_logprobs(q, {k: math.log(v) for k, v in p.items()})
+    assert a.mode == 3 and a.chosen == "3"
+    assert a.value == pytest.approx(0.2 + 0.6 + 1.2)
+
+
+def test_permutation_merge_averages_per_option():
+    first = answer_from_logprobs(RISK, {"green": math.log(0.6), "yellow": math.log(0.3),
+                                        "red": math.log(0.1)})
+    second = answer_from_logprobs(RISK, {"green": math.log(0.2), "yellow": math.log(0.3),
+                                         "red": math.log(0.5)})
+    merged = merge_permutations(RISK, [first, second])
+    assert merged.probabilities == pytest.approx({"green": 0.4, "yellow": 0.3, "red": 0.3})
+    assert merged.logprobs["green"] == pytest.approx((math.log(0.6) + math.log(0.2)) / 2)
+
+
+def test_variant_names_rotate_the_options():
+    q = Question(kind="choice", text="Risk?", options=("green", "yellow", "red"), permutations=3)
+    variants = variant_names("risk", q)
+    assert [v for v, _ in variants] == ["risk", "risk@1", "risk@2"]
+    assert [v.options for _, v in variants] == [("green", "yellow", "red"),
+                                               ("yellow", "red", "green"),
+                                               ("red", "green", "yellow")]
+
+
+def test_generated_answer_has_no_probabilities():
+    a = generated_answer(RISK, "yellow")
+    assert a.method == "generated" and a.probabilities is None and a.coverage is None
+    with pytest.raises(ValueError):
+        generated_answer(RISK, "purple")
+
+
+def test_framing_renders_each_kind():
+    f = Framing(choice="{question}\n{options}", boolean="{question}\nA. yes\nB. no",
+                score="{question} ({min} to {max})")
+    assert f.render(RISK) == "Risk?\nA. green\nB. yellow\nC. red"
+    assert f.render(Question(kind="boolean", text="Flag?")) == "Flag?\nA. yes\nB. no"
+    assert f.render(Question(kind="score", text="Urgency?", min=0, max=5)) == "Urgency? (0 to 5)"
+
+
+@pytest.mark.parametrize(("question", "message"), [
+    (Question(kind="choice", text="x", options=("a",)), "2..26 options"),
+    (Question(kind="choice", text="x", options=("a", "a")), "duplicate"),
+    (Question(kind="score", text="x", min=0, max=10), "one digit"),
+    (Question(kind="boolean", text="x", options=("y", "n")), "only for choice"),
+    (Question(kind="choice", text="x", options=("a", "b"), permutations=3), "permutations"),
+])
+def test_question_validation(question, message):
+    with pytest.raises(PromptError, match=message):
+        question.validate("q")
+
+
+def test_bundled_prompts_load_and_hash():
+    prompts = load_prompts(PROJECT_ROOT / "prompts")
+    assert set(prompts.questions) >= {"risk", "commitment", "destructive_or_access",
+                                      "third_party_personal_data", "category", "urgency", "team"}
+    assert prompts.questions["category"].options == ("billing", "technical", "account",
+                                                     "shipping", "sales", "security", "legal",
+                                                     "other")
+    assert prompts.questions["team"].options == tuple(t.name for t in prompts.teams)
+    assert len(prompts.sha) == 64
+    # definitions only: the context never asks for an output format
+    assert "json" not in prompts.context.lower()
+    for team in prompts.teams:
+        assert team.name in prompts.context
+
+
+def test_prompt_sha_changes_with_the_data(tmp_path):
+    import shutil
+
+    shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "p")
+    before = load_prompts(tmp_path / "p").sha
+    (tmp_path / "p" / "teams.yaml").write_text(
+        (tmp_path / "p" / "teams.yaml").read_text() + "\n# a comment\n")
+    assert load_prompts(tmp_path / "p").sha != before
+
+
+def test_fallback_grammar_enumerates_labels():
+    prompts = load_prompts(PROJECT_ROOT / "prompts")
+    grammar = fallback_grammar(prompts.questions, ["risk", "category"])
+    assert 'v0 ::= "\\"green\\"" | "\\"yellow\\"" | "\\"red\\""' in grammar
+    assert grammar.startswith('root ::= "{" "\\"risk\\""')
