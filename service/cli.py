@@ -95,15 +95,9 @@ def _install_reload(holder) -> None:
 
 def _app(settings: Settings, redis_url: str, holder):
     from .api import create_app
+    from .console import route_handlers as console_routes
 
-    extra = []
-    try:
-        from .console import route_handlers as console_routes
-    except ImportError:
-        console_routes = None
-    if console_routes is not None:
-        extra = console_routes()
-    return create_app(settings, redis_url, holder, extra_route_handlers=extra)
+    return create_app(settings, redis_url, holder, extra_route_handlers=console_routes())
 
 
 def _build_worker(settings: Settings, redis_url: str):
@@ -125,10 +119,8 @@ def _build_worker(settings: Settings, redis_url: str):
 
 
 def _calibration_watcher(settings: Settings, classifier):
-    try:
-        from .calibration import CalibrationWatcher
-    except ImportError:
-        return None
+    from .calibration import CalibrationWatcher
+
     return CalibrationWatcher(settings.calibration_dir, classifier.model_info.sha256,
                               classifier.prompt_sha, on_change=classifier.set_calibrator)
 
@@ -182,6 +174,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """API at once; the worker loads the model in its own thread (/readyz says when it is up)."""
+    import redis
     import uvicorn
 
     from .redis_conn import resolve_redis_url
@@ -190,20 +184,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     holder = _rules(settings)
     _install_reload(holder)
     redis_url = resolve_redis_url(settings, allow_embedded=True)
-    worker, client = _build_worker(settings, redis_url)
-    worker_thread = threading.Thread(target=worker.run, name="worker", daemon=True)
+    workers: list = []
+    failed = threading.Event()
+
+    def work() -> None:
+        try:
+            worker, _ = _build_worker(settings, redis_url)
+        except SystemExit:
+            failed.set()  # the reason is already printed; the API keeps answering, not ready
+            return
+        workers.append(worker)
+        worker.run()
+
+    worker_thread = threading.Thread(target=work, name="worker", daemon=True)
     worker_thread.start()
-    sender = _start_callbacks(settings, client, worker.consumer)
-    print(f"triage: API on http://{settings.host}:{settings.port} (OpenAPI at /schema), "
-          f"Redis {redis_url}", file=sys.stderr, flush=True)
+    sender_client = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=3)
+    sender = _start_callbacks(settings, sender_client, f"run-{os.getpid()}")
+    print(f"triage: API on http://{settings.host}:{settings.port} (OpenAPI at /schema, console "
+          f"at /ui), Redis {redis_url}; the worker is loading the model", file=sys.stderr,
+          flush=True)
     try:
         uvicorn.run(_app(settings, redis_url, holder), host=settings.host, port=settings.port,
                     log_level="warning", access_log=False)
     finally:
-        worker.stop.set()  # finish the ticket in hand, then stop
+        for worker in workers:
+            worker.stop.set()  # finish the ticket in hand, then stop
         worker_thread.join(timeout=settings.l2_timeout_s + 10)
         sender.close()
-    return 0
+    return 1 if failed.is_set() else 0
 
 
 def cmd_fetch_model(args: argparse.Namespace) -> int:
@@ -234,13 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--dir", default="", help="target folder (default TRIAGE_MODEL_DIR)")
     fetch.set_defaults(func=cmd_fetch_model)
     for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name and module_name.startswith(error.name):
-                continue  # that area is not installed in this build
-            raise
-        module.register(sub)
+        importlib.import_module(module_name).register(sub)
     return parser
 
 
