@@ -20,6 +20,7 @@ from service.results import L1Level, L1Result, RuleHit
 MAX_HITS_PER_RULE = 5  # one per firing pattern, up to this many; the level needs only one
 MAX_CANDIDATES_PER_PATTERN = 100  # bounds validator/context work on texts full of numbers
 MAX_WORD_OCCURRENCES = 1000  # context words recorded per rule and ticket
+SLICE_SEARCHES = 8  # candidates checked by searching their own window before one full scan
 
 
 def _scannable(text: str) -> str:
@@ -58,38 +59,50 @@ class _Subject:
 
 
 class _Occurrences:
-    """Where one context (or unless) window's words occur in a ticket, found in one scan.
+    """Answers "does one of a window's words occur near this candidate?" for one ticket.
 
-    Searching each candidate's own slice would cost one regex run per candidate, and a long
-    ticket full of phone-like numbers has hundreds. An occurrence counts when it lies wholly
-    inside the candidate's window.
+    The first few candidates search their own slice of the text; past SLICE_SEARCHES the
+    words' occurrences are found in one scan of the whole text and looked up by bisection,
+    so a long ticket full of phone-like numbers costs one scan, not hundreds. An occurrence
+    counts when it lies wholly inside the candidate's window.
     """
 
-    __slots__ = ("window", "subject", "starts", "ends", "complete")
+    __slots__ = ("window", "subject", "starts", "ends", "complete", "searches")
 
     def __init__(self, window: Window, subject: _Subject) -> None:
         self.window = window
         self.subject = subject
-        self.starts: list[int] = []
+        self.starts: list[int] | None = None  # None until the one scan has run
         self.ends: list[int] = []
         self.complete = True
-        for n, match in enumerate(window.words.finditer(subject.data)):
+        self.searches = 0
+
+    def _scan(self) -> list[int]:
+        starts: list[int] = []
+        for n, match in enumerate(self.window.words.finditer(self.subject.data)):
             if n >= MAX_WORD_OCCURRENCES:
                 self.complete = False  # past the last recorded one, fall back to a search
                 break
-            self.starts.append(subject.char(match.start()))
-            self.ends.append(subject.char(match.end()))
+            starts.append(self.subject.char(match.start()))
+            self.ends.append(self.subject.char(match.end()))
+        return starts
 
     def near(self, start: int, end: int) -> bool:
         window = self.window
         lo = max(0, start - window.within if window.direction != "after" else end)
         hi = end + window.within if window.direction != "before" else start
-        i = bisect_left(self.starts, lo)
-        while i < len(self.starts) and self.starts[i] < hi:
+        if self.starts is None and self.searches < SLICE_SEARCHES:
+            self.searches += 1
+            return window.words.search(self.subject.text[lo:hi]) is not None
+        if self.starts is None:
+            self.starts = self._scan()
+        starts = self.starts
+        i = bisect_left(starts, lo)
+        while i < len(starts) and starts[i] < hi:
             if self.ends[i] <= hi:
                 return True
             i += 1
-        if not self.complete and (not self.starts or hi > self.starts[-1]):
+        if not self.complete and (not starts or hi > starts[-1]):
             return window.words.search(self.subject.text[lo:hi]) is not None
         return False
 

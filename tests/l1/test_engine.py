@@ -150,3 +150,22 @@ def test_speed_on_real_tickets(pack):
         evaluate(pack, text)
     samples = sorted(_cpu_ms(pack, text, repeat=1) for text in texts)
     assert samples[len(samples) // 2] < 2.0
+
+
+def test_context_checks_agree_between_slice_searches_and_one_scan(pack, monkeypatch):
+    """Candidates past SLICE_SEARCHES use the one-scan index; both must give the same hits."""
+    from service.l1 import engine
+
+    lines = [f"Ticket {i}: call 07700 900 {100 + i:03d} about the sync." for i in range(12)]
+    lines.insert(9, "My colleague Tom (mobile 07700 900 999) needs his bills.")
+    lines.append("Thanks, Paul 07700 900 555")
+    text = "\n".join(lines)
+    default = evaluate(pack, text).rules
+    monkeypatch.setattr(engine, "SLICE_SEARCHES", 0)
+    scanned = evaluate(pack, text).rules
+    monkeypatch.setattr(engine, "SLICE_SEARCHES", 1000)
+    sliced = evaluate(pack, text).rules
+    assert default == scanned == sliced
+    assert [hit.text for hit in default if hit.id == "third_party.contact_details"] == [
+        "mobile 07700 900 999", "07700 900 999"
+    ]
