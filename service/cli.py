@@ -90,7 +90,9 @@ def _rules(settings: Settings):
 def _install_reload(holder) -> None:
     """SIGHUP re-reads the rule pack; a broken pack is refused and the last good one stays."""
     if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, lambda *_: holder.reload())
+        # Compiling a pack takes up to a second: off the main thread, which serves requests.
+        signal.signal(signal.SIGHUP, lambda *_: threading.Thread(
+            target=holder.reload, name="rules-reload", daemon=True).start())
 
 
 def _app(settings: Settings, redis_url: str, holder):
