@@ -14,6 +14,8 @@ nor the thresholds saw.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import msgspec
@@ -21,7 +23,7 @@ import numpy as np
 
 from service.calibration.artifact import Candidate
 from service.calibration.calibrator import METHODS, Method, QuestionModel
-from service.calibration.heads import DEFAULT_CS, fit_head
+from service.calibration.heads import DEFAULT_CS, fit_head, fit_head_at
 from service.calibration.maths import (
     DegenerateFit,
     accuracy,
@@ -62,7 +64,7 @@ class FitConfig(msgspec.Struct, frozen=True, kw_only=True):
     min_per_class: int = 15
     methods: tuple[Method, ...] = METHODS
     cs: tuple[float, ...] = DEFAULT_CS
-    head_folds: int = 3  # inner folds that choose a head's regularisation
+    head_folds: int = 3  # inner folds choosing C when a head is fitted alone (fit_head)
     green_floor: float = 0.8  # the default green threshold: kept unless the data justify less
     green_margin: float = 0.02
     justify_max_rate: float = 0.01  # false-green rate bound needed to go under the floor
@@ -171,6 +173,19 @@ def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfi
     return QuestionModel("head", d.options, d.kind, head=head)
 
 
+@contextmanager
+def single_thread_blas() -> Iterator[None]:
+    """Many small BLAS calls: with threads, OpenBLAS spins on a busy 2-core machine and every
+    fit takes 5-30x longer (measured). The limit only reaches libraries already loaded, so
+    scipy's and scikit-learn's BLAS are loaded first."""
+    import scipy.optimize  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
 def _predict(model: QuestionModel, d: QuestionData, rows: np.ndarray) -> np.ndarray:
     """Probabilities for `rows`; NaN for rows the model cannot map (no log-probs/features)."""
     out = np.full((len(rows), len(d.options)), np.nan)
@@ -196,6 +211,33 @@ def _degenerate(p: np.ndarray) -> bool:
     return bool(np.max(np.std(p, axis=0)) < 1e-6)
 
 
+def _cv_head(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], usable: np.ndarray,
+             cfg: FitConfig) -> tuple[np.ndarray, float, float]:
+    """Out-of-fold head probabilities over the C grid; (oof at the best C, its NLL, C).
+
+    C is chosen on the same folds that score the head against the other candidates, so the
+    head's cross-validated NLL is the best of |C grid| tries: slightly optimistic, which is one
+    reason the whole procedure is graded again by the outer (nested) cross-validation.
+    """
+    if d.features is None:
+        raise DegenerateFit("no hidden states for this question")
+    y = d.labels
+    k = len(d.options)
+    oofs = {c: np.full((len(y), k), np.nan) for c in cfg.cs}
+    for train, test in folds:
+        rows = train[usable[train]]
+        if len(np.unique(y[rows])) < 2:
+            raise DegenerateFit("only one class among the training labels")
+        model = None
+        for c in sorted(cfg.cs):  # increasing C: each fit warm-starts from the previous one
+            head, model = fit_head_at(d.features[rows], y[rows], k, c, model)
+            oofs[c][test] = _predict(QuestionModel("head", d.options, d.kind, head=head), d,
+                                     test)
+    scores = {c: nll(oofs[c][usable], y[usable]) for c in cfg.cs}
+    best = min(scores, key=lambda c: (round(scores[c], 9), c))  # ties: stronger penalty
+    return oofs[best], scores[best], best
+
+
 def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cfg: FitConfig,
                  methods: tuple[Method, ...]) -> QuestionFit:
     """Cross-validate every method on the usable rows, keep the lowest NLL, refit on all."""
@@ -203,16 +245,20 @@ def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cf
     y = d.labels
     candidates: list[Candidate] = []
     oofs: dict[Method, np.ndarray] = {}
+    head_c = None
     for method in methods:
         if method == "head" and d.features is None:
             candidates.append(Candidate(method=method, cv_nll=None, error="no hidden states"))
             continue
-        oof = np.full((len(y), len(d.options)), np.nan)
         try:
-            for f, (train, test) in enumerate(folds):
-                model = _fit_method(method, d, train[usable[train]], cfg, cfg.seed + f)
-                oof[test] = _predict(model, d, test)
-            score = nll(oof[usable], y[usable])
+            if method == "head":
+                oof, score, head_c = _cv_head(d, folds, usable, cfg)
+            else:
+                oof = np.full((len(y), len(d.options)), np.nan)
+                for f, (train, test) in enumerate(folds):
+                    model = _fit_method(method, d, train[usable[train]], cfg, cfg.seed + f)
+                    oof[test] = _predict(model, d, test)
+                score = nll(oof[usable], y[usable])
         except DegenerateFit as exc:
             candidates.append(Candidate(method=method, cv_nll=None, error=str(exc)))
             continue
@@ -222,7 +268,12 @@ def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cf
     # Ties (to 1e-9) go to the simpler map: candidates are listed simplest first.
     best = min(scored, key=lambda c: round(c.cv_nll, 9))  # type: ignore[arg-type]
     rows = np.flatnonzero(usable)
-    model = _fit_method(best.method, d, rows, cfg, cfg.seed)
+    if best.method == "head":
+        head, _ = fit_head_at(d.features[rows], y[rows], len(d.options),  # type: ignore[index]
+                              head_c)  # type: ignore[arg-type]
+        model = QuestionModel("head", d.options, d.kind, head=head)
+    else:
+        model = _fit_method(best.method, d, rows, cfg, cfg.seed)
     if _degenerate(_predict(model, d, rows)):
         raise DegenerateFit(f"{best.method} gives every ticket the same probabilities")
     return QuestionFit(model=model, candidates=candidates, oof=oofs[best.method],
@@ -278,7 +329,15 @@ def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
 
 def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None) -> FitResult:
     """Maps and thresholds from `data`; `eligible` skips the label-count check (nested runs)."""
+    with single_thread_blas():
+        return _fit_all(data, cfg, eligible)
+
+
+def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitResult:
     skipped: dict[str, str] = {}
+    # Nested runs (eligible given) grade the procedure: a fold too thin to fit a question
+    # serves it raw there instead of aborting the whole evaluation.
+    strict = eligible is None
     if eligible is None:
         eligible, skipped = check_counts(data, cfg.min_per_class)
     folds = stratified_folds(data.strata(), cfg.folds, cfg.seed)
@@ -287,10 +346,10 @@ def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None) ->
         try:
             fits[q] = fit_question(data.questions[q], folds, cfg, cfg.methods)
         except DegenerateFit as exc:
-            if q in REQUIRED:
+            if q in REQUIRED and strict:
                 raise Refused(f"{q}: degenerate fit: {exc}") from None
             skipped[q] = f"degenerate fit: {exc}"
-    for q in REQUIRED:
+    for q in REQUIRED if strict else ():
         fitted = [c for c in fits[q].candidates if c.method != "raw"] if q in fits else []
         if fitted and all(c.cv_nll is None for c in fitted):
             raise Refused(f"{q}: no calibration method could be fit: "
@@ -367,11 +426,7 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
 
 def calibrate(data: Dataset, cfg: FitConfig) -> Calibration:
     """Fit on everything (the artifact) and grade the procedure by nested cross-validation."""
-    from threadpoolctl import threadpool_limits
-
-    # Many small BLAS calls: with threads, OpenBLAS spins on a busy 2-core machine and every
-    # fit takes 5-30x longer (measured); one thread is the fast setting here.
-    with threadpool_limits(1):
+    with single_thread_blas():
         final = fit_all(data, cfg)
         eligible = list(final.questions)
         nested, predicted, chosen = nested_evaluate(data, cfg, eligible)

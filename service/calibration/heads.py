@@ -96,6 +96,14 @@ def _fit_one(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
     return LinearHead(mean, scale, coef, intercept, c), model
 
 
+def fit_head_at(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
+                warm: object | None = None) -> tuple[LinearHead, object]:
+    """One head at a given C; pass the returned estimator back as `warm` to warm-start the
+    next C on the same rows."""
+    return _fit_one(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.int64), n_classes,
+                    c, warm)
+
+
 def choose_c(x: np.ndarray, y: np.ndarray, n_classes: int, cs: tuple[float, ...] = DEFAULT_CS,
              folds: int = 3, seed: int = 0) -> tuple[float, dict[float, float]]:
     """The C with the lowest cross-validated NLL (standardisation refitted inside each fold)."""

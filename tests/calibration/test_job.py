@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import structlog
 
 from service.calibration import load_artifact, load_latest
 from service.calibration.fit import FitConfig, Refused
@@ -160,7 +161,10 @@ def test_refusal_writes_nothing_and_keeps_the_current_artifact(redis_client, pre
     monkeypatch.setenv("REDIS_URL", settings.redis_url)
     monkeypatch.setenv("TRIAGE_REDIS_PREFIX", prefix)
     monkeypatch.setenv("TRIAGE_LOG_LEVEL", "error")
-    code = _cli(["recalibrate", "--out", str(tmp_path), "--corpus", ""])
+    try:
+        code = _cli(["recalibrate", "--out", str(tmp_path), "--corpus", ""])
+    finally:
+        structlog.reset_defaults()  # the CLI configured logging for the whole process
     assert code == 3
     err = capsys.readouterr().err
     assert "refused: risk: too few labels per class (need 15)" in err

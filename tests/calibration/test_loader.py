@@ -6,8 +6,6 @@ import os
 import shutil
 import time
 
-import structlog
-
 from service.calibration import CalibrationWatcher, load_latest
 from service.metrics import REGISTRY
 from tests.calibration import artifacts
@@ -39,10 +37,9 @@ def test_the_newest_matching_artifact_is_loaded_and_published(tmp_path):
     assert 99 <= gauge("triage_calibration_age_seconds") < 200
 
 
-def test_a_stale_artifact_is_ignored_logged_and_counted(tmp_path):
+def test_a_stale_artifact_is_ignored_logged_and_counted(tmp_path, logs):
     artifacts.write(tmp_path, "20260101T000000Z-00000001", model_sha="c" * 64)
-    with structlog.testing.capture_logs() as logs:
-        out = load_latest(tmp_path, MODEL_SHA, PROMPT_SHA)
+    out = load_latest(tmp_path, MODEL_SHA, PROMPT_SHA)
     assert out.calibrator is None and out.stale
     assert gauge("triage_calibration_stale") == 1
     assert any(e["event"] == "calibration_stale" for e in logs)
@@ -60,13 +57,12 @@ def test_a_newer_stale_artifact_leaves_an_older_matching_one_in_use(tmp_path):
     assert out.stale  # the newest is for another model: the gauge says so
 
 
-def test_a_broken_newest_artifact_is_rejected_and_the_previous_kept(tmp_path):
+def test_a_broken_newest_artifact_is_rejected_and_the_previous_kept(tmp_path, logs):
     artifacts.write(tmp_path, "20260101T000000Z-00000001")
     broken = tmp_path / "20260102T000000Z-00000002"
     broken.mkdir()
     (broken / "artifact.json").write_text("{not json")
-    with structlog.testing.capture_logs() as logs:
-        out = load_latest(tmp_path, MODEL_SHA, PROMPT_SHA)
+    out = load_latest(tmp_path, MODEL_SHA, PROMPT_SHA)
     assert out.calibrator.version == "20260101T000000Z-00000001"
     assert out.error and "20260102T000000Z-00000002" in out.error
     assert any(e["event"] == "calibration_rejected" for e in logs)
