@@ -153,7 +153,7 @@ def test_model_error_becomes_unavailable(classifier, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("llama_decode failed with code -3")
 
-    monkeypatch.setattr(classifier.runner, "ask", broken)
+    monkeypatch.setattr(classifier.runner, "_decode", broken)  # any mode decodes through it
     out = classifier.classify(HOW_TO)
     assert (out.result.level, out.result.method) == ("yellow", "unavailable")
     assert "llama_decode failed" in out.result.reason
