@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _positive(minimum: int):
@@ -20,7 +21,13 @@ def _positive(minimum: int):
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:
     from service.calibration.fit import Refused
-    from service.jobs.recalibrate import Options, RecalibrateError, command_line, run
+    from service.jobs.recalibrate import (
+        DEFAULT_CORPUS,
+        Options,
+        RecalibrateError,
+        command_line,
+        run,
+    )
     from service.logs import configure_logging
     from service.settings import SettingsError, load_settings
 
@@ -34,8 +41,12 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     if min_per_class is None:
         # TRIAGE_CALIBRATION_MIN_PER_CLASS once the lead adds the setting; 15 until then.
         min_per_class = getattr(settings, "calibration_min_per_class", 15)
+    corpus = args.corpus
+    if corpus is None:
+        # The dev set is the starting corpus where it exists; elsewhere decisions stand alone.
+        corpus = DEFAULT_CORPUS if Path(DEFAULT_CORPUS).exists() else ""
     opts = Options(from_file=args.from_file, out=args.out, folds=args.folds,
-                   min_per_class=min_per_class, corpus=args.corpus or None, seed=args.seed,
+                   min_per_class=min_per_class, corpus=corpus or None, seed=args.seed,
                    cache_dir=args.cache_dir, command=command_line())
 
     def progress(done: int, total: int, ticket: str) -> None:
@@ -87,10 +98,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--min-per-class", metavar="N", type=_positive(1), default=None,
                         help="refuse below N labels in any class of risk or a red flag; "
                              "category/urgency below N are left uncalibrated (default 15)")
-    parser.add_argument("--corpus", metavar="FILE.jsonl",
-                        default="/work/shared/data/tickets/dev.jsonl",
-                        help="labelled starting corpus joined with the decisions "
-                             "('' for none; ignored with --from-file)")
+    parser.add_argument("--corpus", metavar="FILE.jsonl", default=None,
+                        help="labelled starting corpus replayed and joined with the decisions "
+                             "(default: the dev set when present; '' for none; ignored with "
+                             "--from-file)")
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
     parser.add_argument("--cache-dir", metavar="DIR", default=None,
                         help="replayed answers and hidden states (default "

@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +359,6 @@ class Options:
     seed: int = 0
     cache_dir: str | None = None  # default <var_dir>/calibration-cache
     command: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
