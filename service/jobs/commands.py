@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "eval", help="run L1 + L2 offline over a labelled JSONL and print the metrics",
         description="Runs the whole pipeline (L1 rules, L2 model, max) over a labelled file in "
                     "the risk policy's format; writes the metrics as JSON and prints a table.")
-    parser.add_argument("--data", required=True, help="labelled JSONL (risk policy format)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="labelled JSONL (risk policy format)")
+    source.add_argument("--from-rows", help="recompute the metrics from a ROWS file (no model)")
     parser.add_argument("--json", required=True, help="where to write the metrics (JSON)")
     parser.add_argument("--rows", help="optional JSONL: one line per ticket with probabilities")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tickets")
@@ -41,4 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="option orders averaged for the risk question (default: prompts/)")
     parser.add_argument("--mode", choices=("parallel", "rewind", "fused"), default="",
                         help="how questions share the ticket's KV (default: parallel)")
+    parser.add_argument("--analysis", action="store_true",
+                        help="add the option-order study and a threshold sweep (tune half -> "
+                             "holdout half) under the key 'analysis'")
     parser.set_defaults(func=cmd_eval)

@@ -230,6 +230,76 @@ def relevel(rows: list[dict], thresholds: Any, variant: str | None = None) -> li
     return out
 
 
+def _brief(rows: list[dict]) -> dict[str, Any]:
+    s = summarize(rows)
+    out = {k: s[k] for k in ("n", "accuracy", "false_greens", "missed_reds", "over_escalations",
+                             "red_recall", "ece_risk")}
+    out["l2_accuracy"] = (s["l2_only"] or {}).get("accuracy")
+    out["l2_false_greens"] = (s["l2_only"] or {}).get("false_greens")
+    return out
+
+
+def permutation_study(rows: list[dict]) -> dict[str, Any] | None:
+    """Risk read in the canonical option order only vs averaged over the stored orders."""
+    if not any(r.get("risk_variants") for r in rows):
+        return None
+    from service.l2.decision import Thresholds
+
+    canonical = relevel(rows, Thresholds(), variant="risk")
+    for r in canonical:  # ECE of the single order: its own probabilities
+        v = (r.get("risk_variants") or {}).get("risk")
+        if v:
+            r["probabilities"] = {**r.get("probabilities", {}), "risk": v["probabilities"]}
+    averaged = relevel(rows, Thresholds())
+    tune, holdout = halves(rows)
+    return {
+        "orders": sorted({k for r in rows for k in (r.get("risk_variants") or {})}),
+        "one_order": _brief(canonical),
+        "averaged": _brief(averaged),
+        "holdout_one_order": _brief([r for r in canonical if r["id"] in holdout]),
+        "holdout_averaged": _brief([r for r in averaged if r["id"] in holdout]),
+    }
+
+
+GREEN_GRID = (0.5, 0.6, 0.7, 0.8, 0.9)
+RED_GRID = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+FLAG_GRID = (0.5, 0.55, 0.6, 0.65, 0.7, 0.8)
+
+
+def sweep_thresholds(rows: list[dict]) -> dict[str, Any]:
+    """Tune thresholds on the tune half, report the holdout half.
+
+    Choice order follows the policy: zero false greens on tune (final level), then red recall
+    >= 0.9 if reachable, then the highest accuracy; ties go to the most conservative setting
+    (higher green, lower red and flag thresholds)."""
+    from service.l2.decision import Thresholds
+
+    tune_ids, holdout_ids = halves(rows)
+    tune = [r for r in rows if r["id"] in tune_ids]
+    holdout = [r for r in rows if r["id"] in holdout_ids]
+    best: tuple | None = None
+    for green in GREEN_GRID:
+        for red in RED_GRID:
+            for flag in FLAG_GRID:
+                t = Thresholds(green=green, red=red, flags={f: flag for f in RED_FLAGS})
+                m = risk_metrics([r["truth"] for r in tune],
+                                 [r["predicted"] for r in relevel(tune, t)])
+                if m["false_greens"]:
+                    continue
+                recall_ok = (m["red_recall"] or 0.0) >= 0.9
+                key = (recall_ok, m["accuracy"], green, -red, -flag)
+                if best is None or key > best[0]:
+                    best = (key, t, m)
+    if best is None:
+        return {"chosen": None, "reason": "no threshold setting gives zero false greens on tune"}
+    _, chosen, tune_m = best
+    hold_m = risk_metrics([r["truth"] for r in holdout],
+                          [r["predicted"] for r in relevel(holdout, chosen)])
+    tune_m.pop("confusion")
+    return {"chosen": msgspec.to_builtins(chosen), "tune": tune_m, "holdout": hold_m,
+            "default_holdout": _brief(relevel(holdout, Thresholds()))}
+
+
 # ---------------------------------------------------------------------- the run
 def _load_l1(rules_dir: str) -> tuple[Callable[[str], Any] | None, str]:
     """L1's evaluate bound to the pack, or None while service.l1 does not offer it yet."""
@@ -339,7 +409,30 @@ def write_rows(path: str | Path, rows: Iterable[dict]) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def report_from_rows(rows: list[dict], identity: dict[str, Any] | None = None) -> dict:
+    """The OUT.json report recomputed from stored rows (no model): identity keys copied over."""
+    report = summarize(rows)
+    report["halves"] = summarize_halves(rows)
+    report.update(identity or {})
+    return report
+
+
+def analysis(rows: list[dict]) -> dict[str, Any]:
+    return {"permutations": permutation_study(rows), "thresholds": sweep_thresholds(rows)}
+
+
 def main(args: Any, settings: Any) -> int:
+    if getattr(args, "from_rows", None):
+        rows = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line]
+        previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
+        identity = {k: previous[k] for k in ("model", "prompt_sha", "rules_sha", "calibrated",
+                                             "l1_present", "mode", "n_threads") if k in previous}
+        report = report_from_rows(rows, identity)
+        if args.analysis:
+            report["analysis"] = analysis(rows)
+        Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        print(table(report))
+        return 0
     records = load_records(args.data)
     if args.limit:
         records = records[: args.limit]
@@ -358,6 +451,8 @@ def main(args: Any, settings: Any) -> int:
               f"{row['latency_ms']:.0f} ms", file=sys.stderr, flush=True)
 
     report, rows = run_eval(settings, records, classifier=classifier, progress=progress)
+    if getattr(args, "analysis", False):
+        report["analysis"] = analysis(rows)
     Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     if args.rows:
         write_rows(args.rows, rows)

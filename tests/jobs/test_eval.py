@@ -147,3 +147,28 @@ def test_eval_end_to_end_on_two_tickets(tmp_path):
     assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 2
     json.dumps(report)  # the report is plain JSON
     assert "L1 + L2 (final)" in ev.table(report)
+
+
+def test_threshold_sweep_never_buys_accuracy_with_false_greens():
+    rows = []
+    for i in range(40):
+        truth = ["green", "yellow", "red", "green"][i % 4]
+        # greens at P(green) 0.75, yellows at 0.6: green = 0.7 separates them, 0.6 would let
+        # every yellow through as a false green; reds carry P(red) 0.5
+        p_green, p_red = {"green": (0.75, 0.1), "yellow": (0.6, 0.1), "red": (0.3, 0.5)}[truth]
+        rows.append(row(i, truth, "red", l1="none", l2="red", answers=answers(p_green, p_red)))
+    out = ev.sweep_thresholds(rows)
+    assert out["chosen"]["green"] == 0.7
+    assert out["tune"]["false_greens"] == 0 and out["tune"]["accuracy"] == 1.0
+    assert out["holdout"]["n"] == 20 and out["holdout"]["false_greens"] == 0
+
+
+def test_permutation_study_compares_one_order_with_the_average():
+    one = answers(0.9, 0.05)["risk"]
+    rows = [row(i, "green", "red", l2="red", answers=answers(0.5, 0.35),
+                risk_variants={"risk": one, "risk@1": answers(0.1, 0.65)["risk"]})
+            for i in range(4)]
+    out = ev.permutation_study(rows)
+    assert out["orders"] == ["risk", "risk@1"]
+    assert out["one_order"]["l2_accuracy"] == 1.0  # the canonical order alone says green
+    assert out["averaged"]["l2_accuracy"] == 0.0
