@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--from-rows", help="recompute the metrics from a ROWS file (no model)")
     parser.add_argument("--json", required=True, help="where to write the metrics (JSON)")
     parser.add_argument("--rows", help="optional JSONL: one line per ticket with probabilities")
+    parser.add_argument("--features", help="optional .npz: the L2 hidden states per question")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tickets")
     parser.add_argument("--model-size", choices=("0.5b", "1.5b"), default="",
                         help="bundled model to use (default TRIAGE_MODEL_SIZE)")

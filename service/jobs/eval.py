@@ -313,8 +313,10 @@ def _load_l1(rules_dir: str) -> tuple[Callable[[str], Any] | None, str]:
 
 
 def run_eval(settings: Any, records: list[LabelledTicket], classifier: Any = None,
-             progress: Callable[[int, dict], None] | None = None) -> tuple[dict, list[dict]]:
-    """Run L1 + L2 + max over the records: (report, rows)."""
+             progress: Callable[[int, dict], None] | None = None,
+             features: dict[str, list] | None = None) -> tuple[dict, list[dict]]:
+    """Run L1 + L2 + max over the records: (report, rows). When `features` is a dict, the hidden
+    states are appended to it per question (with "ids"), exactly as serving computed them."""
     from service.l2 import Classifier
 
     l1, rules_sha = _load_l1(settings.rules_dir)
@@ -329,6 +331,10 @@ def run_eval(settings: Any, records: list[LabelledTicket], classifier: Any = Non
         if l1_result is not None and not rules_sha:
             rules_sha = l1_result.rules_sha
         rows.append(make_row(record, l1_result, out, latency))
+        if features is not None and out.features:
+            features.setdefault("ids", []).append(record.id)
+            for name, vector in out.features.items():
+                features.setdefault(name, []).append(vector)
         if progress is not None:
             progress(i, rows[-1])
     report = summarize(rows)
@@ -445,16 +451,39 @@ def main(args: Any, settings: Any) -> int:
 
     classifier = Classifier.from_settings(settings, **kwargs)
 
+    partial = Path(args.rows).open("w", encoding="utf-8") if args.rows else None
+
     def progress(i: int, row: dict) -> None:
+        if partial is not None:  # streamed, so a long run that dies still leaves its rows
+            partial.write(json.dumps(row, ensure_ascii=False) + "\n")
+            partial.flush()
         print(f"[{i + 1}/{len(records)}] {row['id']} truth={row['truth']} "
               f"predicted={row['predicted']} l2={row['l2']} ({row['method']}) "
               f"{row['latency_ms']:.0f} ms", file=sys.stderr, flush=True)
 
-    report, rows = run_eval(settings, records, classifier=classifier, progress=progress)
+    features: dict[str, list] | None = {} if getattr(args, "features", None) else None
+    try:
+        report, rows = run_eval(settings, records, classifier=classifier, progress=progress,
+                                features=features)
+    finally:
+        if partial is not None:
+            partial.close()
     if getattr(args, "analysis", False):
         report["analysis"] = analysis(rows)
     Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    if args.rows:
-        write_rows(args.rows, rows)
+    if features:
+        save_features(args.features, features)
     print(table(report))
     return 0
+
+
+def save_features(path: str | Path, features: dict[str, list]) -> None:
+    """npz: "ids" (n,) and one (n, n_embd) float32 array per question (only complete ones)."""
+    import numpy as np
+
+    n = len(features["ids"])
+    arrays = {"ids": np.array(features["ids"])}
+    for name, vectors in features.items():
+        if name != "ids" and len(vectors) == n:  # a ticket that fell back to unavailable has none
+            arrays[name] = np.stack(vectors).astype(np.float32)
+    np.savez_compressed(path, **arrays)

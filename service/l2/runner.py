@@ -33,6 +33,8 @@ import numpy as np
 import structlog
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from service.model_fetch import ModelError
+
 log = structlog.get_logger()
 
 _TICKET_MARK = "\u2063\u2063TRIAGE-STATE\u2063\u2063"
@@ -41,8 +43,8 @@ THINK_OPEN = "<think>"
 THINK_CLOSE_BLOCK = "<think>\n\n</think>\n\n"  # an empty thinking block, appended when opened
 
 
-class RunnerError(RuntimeError):
-    """The model could not be loaded or a decode failed."""
+class RunnerError(ModelError):
+    """The model could not be loaded or a decode failed (a ModelError: the CLI maps it once)."""
 
 
 class AliasError(ValueError):
