@@ -136,6 +136,31 @@ def risk_ece(rows: list[dict]) -> float | None:
     return ece(conf, ok)
 
 
+def auc(scores: list[float], labels: list[bool]) -> float | None:
+    """Area under the ROC curve (ties count half): does the score rank positives first?"""
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def signal(rows: list[dict]) -> dict[str, float | None]:
+    """AUC of L2's raw readouts against the labels: the ranking signal, whatever the bias."""
+    out: dict[str, float | None] = {}
+    risky = [r for r in rows if (r.get("probabilities") or {}).get("risk")]
+    out["risk_p_red_vs_rest"] = auc([r["probabilities"]["risk"]["red"] for r in risky],
+                                    [r["truth"] == "red" for r in risky])
+    out["risk_p_green_vs_rest"] = auc([r["probabilities"]["risk"]["green"] for r in risky],
+                                      [r["truth"] == "green" for r in risky])
+    for flag in RED_FLAGS:
+        have = [r for r in rows if (r.get("flags") or {}).get(flag) is not None]
+        out[flag] = auc([r["flags"][flag] for r in have],
+                        [bool((r.get("flags_truth") or {}).get(flag)) for r in have])
+    return out
+
+
 def flag_metrics(rows: list[dict]) -> dict[str, dict[str, Any]]:
     """Per red flag at P(yes) >= 0.5: counts, recall and precision against the labels."""
     out = {}
@@ -187,6 +212,7 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     latencies = [r["latency_ms"] for r in rows if r.get("latency_ms") is not None]
     out["latency_ms"] = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)}
     out["flags"] = flag_metrics(rows)
+    out["auc"] = signal(rows)
     out["methods"] = dict(Counter(r.get("method") or "none" for r in rows))
     return out
 

@@ -172,3 +172,14 @@ def test_permutation_study_compares_one_order_with_the_average():
     assert out["orders"] == ["risk", "risk@1"]
     assert out["one_order"]["l2_accuracy"] == 1.0  # the canonical order alone says green
     assert out["averaged"]["l2_accuracy"] == 0.0
+
+
+@pytest.mark.parametrize(("scores", "labels", "expected"), [
+    ([0.9, 0.8, 0.2, 0.1], [True, True, False, False], 1.0),
+    ([0.1, 0.2, 0.8, 0.9], [True, True, False, False], 0.0),
+    ([0.5, 0.5, 0.5, 0.5], [True, False, True, False], 0.5),  # ties count half
+    ([0.9, 0.3, 0.5], [True, False, True], 1.0),
+    ([0.4], [True], None),
+])
+def test_auc(scores, labels, expected):
+    assert ev.auc(scores, labels) == expected
