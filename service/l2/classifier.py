@@ -18,7 +18,6 @@ import msgspec
 import numpy as np
 import structlog
 
-from service import metrics
 from service.l2.decide import Calibrator, Decided, Fallback, check_aliases, decide, prefix_layout
 from service.l2.decision import Thresholds, decide_level
 from service.l2.prompts import Prompts, load_prompts
@@ -129,11 +128,11 @@ class Classifier:
                  questions: dict | None = None) -> Classification:
         """Classify one ticket text; never raises, never green on any failure."""
         started = time.perf_counter()
-        timeout = self.timeout_s if timeout_s is None else timeout_s
+        # The deadline starts now: waiting for the model behind another ticket counts too.
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         calibrator = self._calibrator
         try:
             with self._lock:
-                deadline = time.monotonic() + timeout - (time.perf_counter() - started)
                 decided = decide(
                     self.runner, text, self.prompts.context, questions or self.questions,
                     framing=self.prompts.framing, mode=self.mode, deadline=deadline,
@@ -141,17 +140,15 @@ class Classifier:
                     fallback=Fallback(names=FALLBACK_QUESTIONS,
                                       min_coverage=self.thresholds.min_coverage,
                                       instruction=self.prompts.fallback_prompt))
-            result = self._verdict(decided, calibrator)
-            out = Classification(result=result, features=decided.features,
-                                 variants=decided.variants, truncated=decided.truncated)
+            out = Classification(result=self._verdict(decided, calibrator),
+                                 features=decided.features, variants=decided.variants,
+                                 truncated=decided.truncated)
         except Exception as exc:  # belt and braces: decide() already catches model failures
             log.exception("l2_classify_failed")
-            decided = Decided(method="unavailable", answers={}, error="error",
-                              reason=f"classifier error: {type(exc).__name__}: {exc}")
-            out = Classification(result=L2Result(level="yellow", method="unavailable",
-                                                 reason=decided.reason))
+            out = Classification(result=L2Result(
+                level="yellow", method="unavailable",
+                reason=f"classifier error: {type(exc).__name__}: {exc}"))
         out.result.timings_ms["total_ms"] = (time.perf_counter() - started) * 1000
-        self._observe(out.result, decided)
         return out
 
     def _verdict(self, d: Decided, calibrator: Calibrator | None) -> L2Result:
@@ -174,15 +171,6 @@ class Classifier:
             urgency=urgency.mode if urgency is not None else None,
             team=answers["team"].chosen if "team" in answers else None,
             tokens_evaluated=d.tokens_evaluated, timings_ms=dict(d.timings), reason=reason)
-
-    def _observe(self, result: L2Result, decided: Decided) -> None:
-        if result.method == "generated":
-            metrics.fallback_total.inc()
-        elif result.method == "unavailable":
-            metrics.l2_unavailable_total.labels(reason=decided.error or "error").inc()
-        risk = result.answers.get("risk")
-        if risk is not None and risk.coverage is not None:
-            metrics.l2_coverage.observe(risk.coverage)
 
     def close(self) -> None:
         self.runner.close()
