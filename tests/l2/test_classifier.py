@@ -216,3 +216,26 @@ def test_calibrator_is_applied_and_reported(classifier):
     assert result.calibrated and result.calibration_version == "test-cal-1"
     assert result.answers["risk"].chosen == "yellow" and result.answers["risk"].calibrated
     assert cal.seen == set(out.features)
+
+
+def test_an_opened_thinking_block_is_closed_and_read_after(classifier, monkeypatch):
+    """Qwen2.5 has no <think> token, so pretend its favourite answer token is one: the runner
+    must append an empty thinking block to that question's sequence and read after it."""
+    runner = classifier.runner
+    p = classifier.prompts
+    prefix_tokens, between, tail = prefix_layout(runner, p.context, p.framing)
+    suffix = runner.tokenize(p.framing.render(classifier.questions["commitment"])) \
+        + runner.tokenize(tail, special=True)
+    with runner.lock:
+        try:
+            state = runner.open_state(runner.prefix(prefix_tokens),
+                                      runner.tokenize(REFUND) + runner.tokenize(between))
+            plain = runner.ask(state, {"q": suffix})["q"]
+            monkeypatch.setattr(runner, "think_token", int(np.argmax(plain.logits)))
+            thought = runner.ask(state, {"q": suffix}, mode="rewind")["q"]
+        finally:
+            runner.close_state()
+    assert not plain.thought and thought.thought
+    block = len(runner.tokenize("<think>\n\n</think>\n\n", special=True))
+    assert thought.tokens in (len(suffix) + block, len(suffix) + block + 1)
+    assert not np.allclose(plain.logits, thought.logits)  # read after the block, not before
