@@ -22,7 +22,7 @@ import numpy as np
 from service.calibration.calibrator import METHODS, Calibrator, Method, QuestionModel
 from service.calibration.heads import LinearHead
 from service.calibration.maths import Scaling
-from service.calibration.thresholds import GreenChoice, LevelSummary, RedChoice
+from service.calibration.thresholds import GreenChoice, LevelSummary, RedChoice, YellowFlagChoice
 from service.l2.decision import Thresholds
 from service.results import ModelInfo
 
@@ -98,6 +98,7 @@ class ArtifactMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     min_per_class: int = 15
     green: GreenChoice | None = None
     red: RedChoice | None = None
+    yellow: dict[str, YellowFlagChoice] = {}
     evaluation: Evaluation | None = None
     machine: str = ""
     elapsed_s: float = 0.0
@@ -173,7 +174,8 @@ def read_meta(path: str | Path) -> ArtifactMeta:
         if q.method == "head" and q.head is None:
             raise ArtifactError(f"{file}: question {name!r}: method head without head")
     t = meta.thresholds
-    for label, value in [("green", t.green), ("red", t.red), *t.flags.items()]:
+    for label, value in [("green", t.green), ("red", t.red), *t.flags.items(),
+                         *t.yellow_flags.items()]:
         if not 0.0 <= value <= 1.0:
             raise ArtifactError(f"{file}: threshold {label} must be in [0, 1], got {value}")
     return meta
@@ -220,11 +222,14 @@ def calibrator_from(meta: ArtifactMeta, heads: dict[str, LinearHead], path: str 
                               bias=list(q.bias or []))
         models[name] = QuestionModel(q.method, tuple(q.options), q.kind, scaling=scaling,
                                      head=heads.get(name))
-    # Only the fitted thresholds come from the artifact; the rest keep the current defaults.
+    # Only the fitted thresholds come from the artifact (a yellow flag only when the job chose
+    # it: `meta.yellow`); the rest keep the current defaults.
     fitted = meta.thresholds
     defaults = Thresholds()
-    thresholds = msgspec.structs.replace(defaults, green=fitted.green, red=fitted.red,
-                                         flags={**defaults.flags, **fitted.flags})
+    thresholds = msgspec.structs.replace(
+        defaults, green=fitted.green, red=fitted.red, flags={**defaults.flags, **fitted.flags},
+        yellow_flags={**defaults.yellow_flags,
+                      **{f: v for f, v in fitted.yellow_flags.items() if f in meta.yellow}})
     ece = {name: q.ece_after for name, q in meta.questions.items() if q.ece_after is not None}
     return Calibrator(meta.version, models, thresholds, model_sha=meta.model.sha256,
                       prompt_sha=meta.prompt_sha, created_at=meta.created_at, ece=ece,

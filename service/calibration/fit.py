@@ -40,8 +40,10 @@ from service.calibration.thresholds import (
     GreenChoice,
     LevelSummary,
     RedChoice,
+    YellowFlagChoice,
     choose_green,
     choose_red,
+    choose_yellow_flag,
     levels,
     summarise,
 )
@@ -151,6 +153,7 @@ class FitResult:
     thresholds: Thresholds
     green: GreenChoice
     red: RedChoice
+    yellow: dict[str, YellowFlagChoice]
     selection: LevelSummary  # on the out-of-fold probabilities the thresholds were chosen on
     probs: dict[str, np.ndarray]  # out-of-fold probabilities as served (raw when skipped)
 
@@ -355,10 +358,18 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitRe
             raise Refused(f"{q}: no calibration method could be fit: "
                           + "; ".join(f"{c.method}: {c.error}" for c in fitted))
     probs = served_probs(data, fits)
-    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, cfg.yellow_flags)
     truth = data.questions["risk"].labels
+    logits_path = (truth >= 0) & (data.risk_generated < 0)
+    yellow: dict[str, YellowFlagChoice] = {}
+    for f, default in cfg.yellow_flags.items():
+        if f in probs:
+            ok = logits_path & np.isfinite(probs[f][:, 0])
+            yellow[f] = choose_yellow_flag(probs[f][ok, 0], truth[ok], default=default,
+                                           margin=cfg.green_margin)
+    yellow_flags = {**cfg.yellow_flags, **{f: c.threshold for f, c in yellow.items()}}
+    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, yellow_flags)
     # Thresholds are chosen on tickets whose risk came from the logits path with a label.
-    rows = valid & (truth >= 0) & (data.risk_generated < 0)
+    rows = valid & logits_path
     flag_labels = {f: np.where(data.questions[f].labels[rows] >= 0,
                                (data.questions[f].labels[rows] == 0).astype(int), -1)
                    for f in p_flags}
@@ -368,12 +379,13 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitRe
                      flag_labels, target=cfg.red_target, grid=cfg.grid)
     thresholds = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,
                                          flags={**Thresholds().flags, **red.flags},
-                                         yellow_flags=dict(cfg.yellow_flags))
+                                         yellow_flags=yellow_flags)
     graded = valid & (truth >= 0)
     predicted = levels(p_green, p_red, p_flags, thresholds.green, thresholds.red,
                        thresholds.flags, blocked)
     return FitResult(questions=fits, skipped=skipped, thresholds=thresholds, green=green,
-                     red=red, selection=summarise(truth[graded], predicted[graded]), probs=probs)
+                     red=red, yellow=yellow, selection=summarise(truth[graded], predicted[graded]),
+                     probs=probs)
 
 
 class QuestionReport(msgspec.Struct, frozen=True):
@@ -417,8 +429,8 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
                 probs[q][test] = raw_probs(d)[test]
         sub = data.subset(test)
         fold_probs = {q: p[test] for q, p in probs.items()}
-        p_green, p_red, p_flags, blocked, valid = level_inputs(sub, fold_probs, cfg.yellow_flags)
         t = inner.thresholds
+        p_green, p_red, p_flags, blocked, valid = level_inputs(sub, fold_probs, t.yellow_flags)
         lv = levels(p_green, p_red, p_flags, t.green, t.red, t.flags, blocked)
         predicted[test] = np.where(valid, lv, -1)
     return probs, predicted, chosen

@@ -156,8 +156,12 @@ def write_report(directory: Path, meta: ArtifactMeta, calibration: Calibration, 
     ]
     lines += [f"| red flag {f}: P(yes) ≥ | {d.flags.get(f, 0.5)} | **{v:.2f}** |"
               for f, v in t.flags.items()]
+    lines += [f"| not green when {f}: P(yes) ≥ | {d.yellow_flags.get(f, 0.5)} | "
+              f"**{t.yellow_flags[f]:.3f}** |" for f in meta.yellow]
     lines += [
         "", f"- green: {meta.green.reason}.",
+        *(f"- yellow flag {f} (no labels of its own; every green-labelled ticket is a labelled "
+          f"'no'): {c.reason}." for f, c in meta.yellow.items()),
         f"- red and red flags: red recall {meta.red.recall:.1%} (target {meta.red.target:.0%}"
         f"{'' if meta.red.target_reached else ', NOT reached: the highest recall the grid allows'}"
         f") with {meta.red.over_escalations} non-red tickets sent to red and "

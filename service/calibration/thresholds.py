@@ -78,6 +78,36 @@ def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, floor: float = 
                        n_non_green=n_non_green, false_green_upper_95=float(upper), reason=reason)
 
 
+class YellowFlagChoice(msgspec.Struct, frozen=True):
+    threshold: float
+    max_on_green: float  # the highest P(yes) among tickets labelled green
+    n_green: int
+    reason: str
+
+
+def choose_yellow_flag(p_yes: np.ndarray, true_level: np.ndarray, *, default: float,
+                       margin: float = 0.02) -> YellowFlagChoice:
+    """Threshold of a flag that only forbids green and has no labels of its own (instructions).
+
+    The policy makes any ticket with the flag at least yellow, so every ticket labelled green
+    is a labelled "no": the flag's P(yes) on them is its noise level. The threshold is the
+    lowest that blocks none of them, plus the margin. The zero-false-green guarantee does not
+    depend on it (the P(green) threshold alone gives it); it only decides how many greens the
+    flag's noise takes away, and what it still catches above that noise.
+    """
+    p_yes = np.asarray(p_yes, dtype=np.float64)
+    green = np.asarray(true_level) == GREEN
+    if not green.any():
+        return YellowFlagChoice(threshold=default, max_on_green=float("nan"), n_green=0,
+                                reason=f"no green labels: default {default} kept")
+    top = float(p_yes[green].max())
+    threshold = min(1.0, top + margin)
+    return YellowFlagChoice(
+        threshold=threshold, max_on_green=top, n_green=int(green.sum()),
+        reason=(f"highest P(yes) on the {int(green.sum())} green-labelled tickets is {top:.3f}; "
+                f"+{margin} margin = {threshold:.3f} (default {default})"))
+
+
 class RedChoice(msgspec.Struct, frozen=True):
     red: float
     flags: dict[str, float]

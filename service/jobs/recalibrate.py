@@ -454,7 +454,7 @@ def build_meta(calibration: Calibration, data: Dataset, *, version: str, created
         thresholds=msgspec.structs.replace(t, yellow_flags=dict(t.yellow_flags)),
         questions=questions, skipped=final.skipped, label_counts=counts, n_tickets=len(data),
         sources=sources, folds=cfg.folds, seed=cfg.seed, min_per_class=cfg.min_per_class,
-        green=final.green, red=final.red,
+        green=final.green, red=final.red, yellow=final.yellow,
         evaluation=Evaluation(nested=calibration.nested, selection=final.selection,
                               raw_default=calibration.raw_default),
         machine=machine(), elapsed_s=round(elapsed_s, 1))

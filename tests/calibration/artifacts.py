@@ -8,6 +8,7 @@ import numpy as np
 
 from service.calibration.artifact import ArtifactMeta, HeadInfo, QuestionEntry, write_artifact
 from service.calibration.heads import LinearHead
+from service.calibration.thresholds import YellowFlagChoice
 from service.l2.decision import Thresholds
 from service.results import ModelInfo
 
@@ -27,7 +28,10 @@ def meta(version: str, *, model_sha: str = MODEL_SHA, prompt_sha: str = PROMPT_S
     return ArtifactMeta(
         schema=1, version=version, created_at=created_at, command="test",
         model=ModelInfo(name="m.gguf", sha256=model_sha), prompt_sha=prompt_sha, rules_sha="r",
-        thresholds=Thresholds(green=green, red=0.35, flags={"commitment": 0.6}),
+        thresholds=Thresholds(green=green, red=0.35, flags={"commitment": 0.6},
+                              yellow_flags={"instructions": 0.7}),
+        yellow={"instructions": YellowFlagChoice(threshold=0.7, max_on_green=0.68, n_green=9,
+                                                 reason="test")},
         questions={
             "risk": QuestionEntry(kind="choice", options=["green", "yellow", "red"],
                                   method="head", head=HeadInfo(dim=DIM, c=0.01, arrays=[]),

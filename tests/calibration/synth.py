@@ -47,6 +47,11 @@ def dataset(n: int = 240, d: int = 16, seed: int = 0, with_features: bool = True
         "category": q("choice", CATEGORIES, category, overconfident_logits(category, 8, rng, 2.0)),
         "urgency": q("score", tuple(str(i) for i in range(6)), urgency,
                      overconfident_logits(urgency, 6, rng, 1.0)),
+        # like the small model: P(yes) about 0.65 on every ticket, no labels
+        "instructions": QuestionData(
+            "boolean", ("yes", "no"),
+            np.log(np.stack([p := 0.65 + 0.02 * rng.standard_normal(n), 1 - p], axis=1)),
+            np.full(n, -1, dtype=np.int64)),
     }
     return Dataset(ids=[f"T{i}" for i in range(n)], questions=questions,
                    risk_generated=np.full(n, -1), blocked=np.zeros(n, dtype=bool))

@@ -30,6 +30,7 @@ def test_round_trip_gives_the_same_calibrator(tmp_path):
     # fitted flags override, the others keep the current defaults
     assert cal.thresholds.flags["commitment"] == 0.6
     assert cal.thresholds.flags["destructive_or_access"] == 0.5
+    assert cal.thresholds.yellow_flags == {"instructions": 0.7}
     x = np.linspace(-1, 1, artifacts.DIM)
     expected = artifacts.head().predict_proba(x)[0]
     out = cal.apply({"risk": _risk_answer()}, {"risk": x.astype(np.float32)})["risk"]

@@ -41,6 +41,15 @@ def test_thresholds_give_zero_false_greens_where_they_were_chosen(result):
     assert len(result.nested_thresholds) == FAST.folds
 
 
+def test_a_noisy_yellow_flag_does_not_block_every_green(result):
+    chosen = result.final.thresholds.yellow_flags["instructions"]
+    p_instructions = result.final.probs["instructions"][:, 0]
+    assert chosen > p_instructions.max() - 0.1  # above the noise the flag says to everyone
+    assert result.final.yellow["instructions"].n_green > 0
+    assert result.final.selection.green_rate > 0  # at the default 0.5 nothing would be green
+    assert result.nested.green_rate > 0
+
+
 def test_nested_evaluation_grades_every_labelled_ticket_once(result):
     assert result.nested.n == 180
     assert sum(map(sum, result.nested.confusion)) == 180

@@ -11,6 +11,7 @@ from service.calibration.thresholds import (
     YELLOW,
     choose_green,
     choose_red,
+    choose_yellow_flag,
     confusion,
     levels,
     summarise,
@@ -153,3 +154,15 @@ def test_confusion_and_summary_by_hand():
     assert s.false_greens == 1 and s.missed_reds == 1 and s.over_escalations == 2
     assert s.red_recall == 0.5 and s.accuracy == pytest.approx(2 / 6)
     assert s.green_rate == pytest.approx(2 / 6)
+
+
+def test_yellow_flag_threshold_sits_above_its_noise_on_green_tickets():
+    # a flag saying ~0.65 to everything, 0.9 on one injection attempt labelled yellow
+    p_yes = np.array([0.62, 0.66, 0.64, 0.65, 0.90])
+    truth = np.array([GREEN, GREEN, GREEN, YELLOW, YELLOW])
+    choice = choose_yellow_flag(p_yes, truth, default=0.5, margin=0.02)
+    assert choice.max_on_green == pytest.approx(0.66)
+    assert choice.threshold == pytest.approx(0.68)
+    assert not (p_yes[truth == GREEN] >= choice.threshold).any()  # no green blocked
+    assert p_yes[4] >= choice.threshold  # the attempt still is
+    assert choose_yellow_flag(p_yes, np.full(5, YELLOW), default=0.5).threshold == 0.5
