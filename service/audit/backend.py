@@ -43,9 +43,12 @@ class L2Backend:
     """JudgeBackend over one service.l2 Runner."""
 
     def __init__(self, runner, *, model_sha256: str, framing: dict[str, str],
-                 timeout_s: float = 60.0) -> None:
+                 answer_orders: int = 1, timeout_s: float = 60.0) -> None:
         from ..l2 import Framing
 
+        if answer_orders not in (1, 2):
+            raise ValueError(f"answer_orders: expected 1 or 2, got {answer_orders}")
+        self.answer_orders = answer_orders
         self.runner = runner
         self.model_sha256 = model_sha256
         self.model_name = Path(runner.model_path).name
@@ -54,11 +57,13 @@ class L2Backend:
 
     @classmethod
     def load(cls, model_path: Path, model_sha256: str, framing: dict[str, str], *,
-             n_threads: int, n_ctx: int = 4096, timeout_s: float = 60.0) -> L2Backend:
+             n_threads: int, n_ctx: int = 4096, answer_orders: int = 1,
+             timeout_s: float = 60.0) -> L2Backend:
         from ..l2 import Runner
 
         runner = Runner(model_path, n_threads=n_threads, n_ctx=n_ctx)
-        return cls(runner, model_sha256=model_sha256, framing=framing, timeout_s=timeout_s)
+        return cls(runner, model_sha256=model_sha256, framing=framing,
+                   answer_orders=answer_orders, timeout_s=timeout_s)
 
     def _decide(self, context: str, state: str, questions: dict, fallback=None):
         from ..l2 import decide
@@ -73,7 +78,13 @@ class L2Backend:
                           questions: dict[str, str]) -> dict[str, float]:
         from ..l2 import Question
 
-        asked = {name: Question(kind="boolean", text=text) for name, text in questions.items()}
+        if self.answer_orders == 2:
+            # "A. yes / B. no" and "A. no / B. yes", averaged: small models favour the first
+            # letter, and this cancels that bias instead of calibrating it away.
+            asked = {name: Question(kind="choice", text=text, options=("yes", "no"),
+                                    permutations=2) for name, text in questions.items()}
+        else:
+            asked = {name: Question(kind="boolean", text=text) for name, text in questions.items()}
         decided = self._decide(context, state, asked)
         return {name: float(decided.answers[name].probabilities["yes"]) for name in questions}
 

@@ -45,6 +45,7 @@ class RubricFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     decision_line: str  # placeholders {level} {category} {urgency}
     pairwise_question: str  # placeholders {first} {second}
     framing: dict[str, str]  # service.l2.prompts.Framing fields: how questions are written
+    answer_orders: int  # 1 or 2: option orders each yes/no question is asked in (averaged)
     criteria: tuple[Criterion, ...]
 
 
@@ -59,6 +60,7 @@ class Rubric(msgspec.Struct, frozen=True):
     decision_line: str
     pairwise_question: str
     framing: dict[str, str]
+    answer_orders: int
     sha256: str
 
     def render_ticket(self, text: str) -> str:
@@ -113,6 +115,9 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
         raise RubricError(f"{rubric_path}: expected eliminatory and secondary criteria, got "
                           f"{sorted(kinds)}")
     rule = parsed.verdict_rule
+    if parsed.answer_orders not in (1, 2):
+        raise RubricError(f"{rubric_path}: answer_orders must be 1 or 2, got "
+                          f"{parsed.answer_orders}")
     if rule.eliminatory_failures < 1 or rule.secondary_failures < 1:
         raise RubricError(f"{rubric_path}: verdict_rule thresholds must be at least 1, got {rule}")
     for template, names in ((parsed.ticket_template, ("{text}",)),
@@ -125,6 +130,7 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
                   criteria=parsed.criteria, verdict_rule=rule,
                   ticket_template=parsed.ticket_template, decision_line=parsed.decision_line,
                   pairwise_question=parsed.pairwise_question, framing=parsed.framing,
+                  answer_orders=parsed.answer_orders,
                   sha256=folder_sha256(folder))
 
 

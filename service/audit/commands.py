@@ -1,0 +1,195 @@
+"""`triage audit calibrate` and `triage audit run`: the judge audit's command line.
+
+calibrate: judge the calibration set, measure Cohen's kappa against the human verdicts, write
+           calibration.json (default var/audit/calibration.json) and optionally a --json summary.
+run:       sample recent results, judge them, write the report (var/audit/audit-<stamp>.json/.md),
+           queue unacceptable tickets while gating, publish {p}:audit:state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import msgspec
+import structlog
+
+from .calibration import calibrate, gating_state, load_record, write_record
+from .cases import DEFAULT_CASES_PATH, load_cases
+from .judge import METHODS, Judge, RedisVerdictCache
+from .rubric import DEFAULT_RUBRIC_DIR, RubricError, load_rubric
+
+log = structlog.get_logger()
+
+DEFAULT_METHOD = "logits"  # measured against "generated" on the calibration set: docs/audit.md
+
+
+def _settings():
+    from ..logs import configure_logging
+    from ..settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        print(f"triage audit: invalid setting: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(settings.log_level)
+    return settings
+
+
+def _audit_dir(settings) -> Path:
+    return Path(settings.var_dir) / "audit"
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--judge-model", default="", metavar="PATH|0.5b|1.5b",
+                        help="judge GGUF: a path or a bundled size (default "
+                             "TRIAGE_JUDGE_MODEL_PATH, else the classifier's model)")
+    parser.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD,
+                        help="one logits question per criterion, or one constrained generation")
+    parser.add_argument("--rubric", default=str(DEFAULT_RUBRIC_DIR), help="rubric folder")
+    parser.add_argument("--cases", default=str(DEFAULT_CASES_PATH),
+                        help="calibration set (JSON Lines)")
+    parser.add_argument("--kappa-min", type=float, default=None,
+                        help="gating threshold (default TRIAGE_KAPPA_MIN)")
+
+
+def register(subparsers) -> None:
+    audit = subparsers.add_parser("audit", help="LLM-judge audit of triage decisions")
+    actions = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+
+    cal = actions.add_parser("calibrate", help="measure the judge's agreement with people")
+    _common(cal)
+    cal.add_argument("--out", default="",
+                     help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
+    cal.add_argument("--json", default="", metavar="OUT",
+                     help="also write n, observed, expected, kappa, confusion, gating, stale")
+    cal.add_argument("--limit", type=int, default=0, help="first N cases only (smoke runs)")
+    cal.set_defaults(func=cmd_calibrate)
+
+    run = actions.add_parser("run", help="judge a sample of recent results and report")
+    _common(run)
+    run.add_argument("--calibration", default="",
+                     help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
+    run.add_argument("--out-dir", default="", help="report folder (default var/audit/)")
+    run.add_argument("--sample", type=int, default=60, help="tickets to judge")
+    run.add_argument("--window", type=int, default=5000, help="newest results to sample from")
+    run.add_argument("--green-share", type=float, default=0.6,
+                     help="share of the sample drawn from greens")
+    run.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible runs)")
+    run.add_argument("--json", default="", metavar="OUT", help="also write the report here")
+    run.set_defaults(func=cmd_run)
+
+
+def _judge(settings, args, cache=None) -> Judge:
+    from ..model_fetch import ModelError
+    from .backend import L2Backend, resolve_judge_model
+
+    try:
+        rubric = load_rubric(args.rubric)
+        path, sha = resolve_judge_model(settings, args.judge_model)
+    except (RubricError, ModelError) as error:
+        print(f"triage audit: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    backend = L2Backend.load(path, sha, rubric.framing, n_threads=settings.n_threads,
+                             n_ctx=settings.n_ctx, answer_orders=rubric.answer_orders,
+                             timeout_s=max(120.0, settings.l2_timeout_s))
+    return Judge(backend, rubric, method=args.method, cache=cache)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    settings = _settings()
+    kappa_min = settings.kappa_min if args.kappa_min is None else args.kappa_min
+    cases = load_cases(args.cases)
+    if args.limit:
+        cases = cases[: args.limit]
+    judge = _judge(settings, args)
+    print(f"audit calibrate: {len(cases)} cases, judge {judge.backend.model_name} "
+          f"({judge.method}), rubric {judge.rubric.sha256[:12]}", file=sys.stderr)
+
+    def progress(index: int, result) -> None:
+        mark = "ok " if result.human_verdict == result.judge_verdict else "XX "
+        print(f"  {index + 1:3d}/{len(cases)} {mark}{result.case_id} {result.kind:24s} "
+              f"human {result.human_verdict:12s} judge {result.judge_verdict}", file=sys.stderr)
+
+    record, _ = calibrate(judge, cases, cases_path=str(args.cases), on_case=progress)
+    out = Path(args.out) if args.out else _audit_dir(settings) / "calibration.json"
+    write_record(record, out)
+    state = gating_state(record, judge_model_sha256=judge.model_sha256,
+                         rubric_sha256=judge.rubric.sha256, method=judge.method,
+                         kappa_min=kappa_min)
+    _print_calibration(record, state, out)
+    if args.json:
+        summary = {"n": record.n, "observed": record.observed, "expected": record.expected,
+                   "kappa": record.kappa, "confusion": record.confusion,
+                   "gating": state.gating, "stale": state.stale}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
+    return 0
+
+
+def _print_calibration(record, state, out: Path) -> None:
+    se = f" (se {record.kappa_se:.3f})" if record.kappa_se is not None else ""
+    lines = [
+        f"n={record.n}  observed={record.observed:.3f}  expected={record.expected:.3f}  "
+        f"kappa={_fmt(record.kappa)}{se}  ({record.elapsed_s:.0f} s)",
+        "confusion (rows human, columns judge):",
+    ]
+    for human, row in record.confusion.items():
+        lines.append(f"  {human:13s} " + "  ".join(f"{j}={n}" for j, n in row.items()))
+    for label, scores in record.per_class.items():
+        lines.append(f"  {label:13s} precision={_fmt(scores.precision)} "
+                     f"recall={_fmt(scores.recall)} support={scores.support}")
+    lines.append("per criterion (cases where it applied):")
+    for criterion, row in record.criteria.items():
+        lines.append(f"  {criterion:22s} n={row.n:3d} agree={row.agree:3d} "
+                     f"human_failed={row.human_failed:3d} judge_failed={row.judge_failed:3d}")
+    lines.append(f"disagreements ({len(record.disagreements)}):")
+    for d in record.disagreements:
+        p = ", ".join(f"{k}={_fmt(v, 2)}" for k, v in d.p_fail.items())
+        lines.append(f"  {d.case_id} {d.source} [{d.kind}] level {d.level_given}: human "
+                     f"{d.human_verdict} {d.human_failed}, judge {d.judge_verdict} "
+                     f"{d.judge_failed}  p_fail {p}")
+    gate = "ON" if state.gating else "OFF (" + "; ".join(state.reasons) + ")"
+    lines.append(f"gating: {gate}")
+    lines.append(f"wrote {out}")
+    print("\n".join(lines))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import redis
+
+    from ..keys import Keys
+    from ..redis_conn import resolve_redis_url
+    from .job import run_audit
+    from .report import write_report
+
+    settings = _settings()
+    kappa_min = settings.kappa_min if args.kappa_min is None else args.kappa_min
+    client = redis.Redis.from_url(resolve_redis_url(settings, allow_embedded=True))
+    keys = Keys(settings.redis_prefix)
+    judge = _judge(settings, args, cache=RedisVerdictCache(client, keys))
+    record_path = Path(args.calibration) if args.calibration else \
+        _audit_dir(settings) / "calibration.json"
+    state = gating_state(load_record(record_path), judge_model_sha256=judge.model_sha256,
+                         rubric_sha256=judge.rubric.sha256, method=judge.method,
+                         kappa_min=kappa_min)
+    report = run_audit(client, keys, judge, state, cases_path=args.cases,
+                       sample_size=args.sample, window=args.window, green_share=args.green_share,
+                       rng=random.Random(args.seed), max_age_s=settings.result_ttl_s)
+    json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_bytes(json_path.read_bytes())
+    fg = report.false_green
+    print(f"audit: {len(report.tickets)} judged, false greens {fg.false_greens}/"
+          f"{fg.greens_judged} (rate {_fmt(fg.rate)}, Wilson 95% [{fg.low:.3f}, {fg.high:.3f}]), "
+          f"gating {'ON' if state.gating else 'OFF'}, queued {len(report.queued)}, "
+          f"indicative {len(report.indicative)}\nreport: {md_path}\n        {json_path}")
+    return 0
