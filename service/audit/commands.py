@@ -51,7 +51,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="one logits question per criterion, or one constrained generation")
     parser.add_argument("--rubric", default=str(DEFAULT_RUBRIC_DIR), help="rubric folder")
     parser.add_argument("--cases", default=str(DEFAULT_CASES_PATH),
-                        help="calibration set (JSON Lines)")
+                        help="bundled calibration set (JSON Lines, read only)")
+    parser.add_argument("--operator-cases", default="",
+                        help="operators' verdicts on audited tickets, appended by `run` and read "
+                             "by `calibrate` (default <TRIAGE_VAR_DIR>/audit/operator_cases.jsonl)")
     parser.add_argument("--kappa-min", type=float, default=None,
                         help="gating threshold (default TRIAGE_KAPPA_MIN)")
 
@@ -99,6 +102,26 @@ def _judge(settings, args, cache=None) -> Judge:
     return Judge(backend, rubric, method=args.method, cache=cache)
 
 
+def _operator_cases(settings, args) -> Path:
+    return Path(args.operator_cases) if args.operator_cases else \
+        _audit_dir(settings) / "operator_cases.jsonl"
+
+
+def calibration_set(bundled: str | Path, operator: str | Path) -> tuple[list, list[str]]:
+    """The bundled cases, then the operators' cases (when any), each source once; and the
+    files read."""
+    cases, seen, used = [], set(), []
+    for path in (Path(bundled), Path(operator)):
+        if path == Path(operator) and not path.exists():
+            continue
+        used.append(str(path))
+        for case in load_cases(path):
+            if case.source not in seen:
+                seen.add(case.source)
+                cases.append(case)
+    return cases, used
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -106,7 +129,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     settings = _settings()
     kappa_min = settings.kappa_min if args.kappa_min is None else args.kappa_min
-    cases = load_cases(args.cases)
+    cases, used = calibration_set(args.cases, _operator_cases(settings, args))
     if args.limit:
         cases = cases[: args.limit]
     judge = _judge(settings, args)
@@ -118,7 +141,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"  {index + 1:3d}/{len(cases)} {mark}{result.case_id} {result.kind:24s} "
               f"human {result.human_verdict:12s} judge {result.judge_verdict}", file=sys.stderr)
 
-    record, _ = calibrate(judge, cases, cases_path=str(args.cases), on_case=progress)
+    record, _ = calibrate(judge, cases, cases_path=" + ".join(used), on_case=progress)
     out = Path(args.out) if args.out else _audit_dir(settings) / "calibration.json"
     write_record(record, out)
     state = gating_state(record, judge_model_sha256=judge.model_sha256,
@@ -180,7 +203,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     state = gating_state(load_record(record_path), judge_model_sha256=judge.model_sha256,
                          rubric_sha256=judge.rubric.sha256, method=judge.method,
                          kappa_min=kappa_min)
-    report = run_audit(client, keys, judge, state, cases_path=args.cases,
+    operator_cases = _operator_cases(settings, args)
+    operator_cases.parent.mkdir(parents=True, exist_ok=True)
+    report = run_audit(client, keys, judge, state, cases_path=operator_cases,
                        sample_size=args.sample, window=args.window, green_share=args.green_share,
                        rng=random.Random(args.seed), max_age_s=settings.result_ttl_s)
     json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings))
