@@ -7,8 +7,9 @@ worker: GET http://127.0.0.1:$TRIAGE_METRICS_PORT/metrics must carry a heartbeat
         (triage_worker_heartbeat_timestamp_seconds) younger than --max-age, default twice
         TRIAGE_HEARTBEAT_TTL_S. A worker still loading its model has no heartbeat yet: the
         HEALTHCHECK start period (and the k8s startupProbe) cover that.
-Without a role the probe reads PID 1's command line (`triage serve|run|worker ...`).
-Exit 0 healthy, 1 unhealthy, 2 usage; one line on stdout says why (Docker keeps it).
+Without a role the probe reads PID 1's command line (`triage serve|run|worker ...`); one-shot
+commands (fetch-model, recalibrate, audit...) have nothing to probe and count as healthy.
+Exit 0 healthy, 1 unhealthy; one line on stdout says why (Docker keeps it).
 Standard library only: it runs in the slim image and in tests without the service installed.
 """
 
@@ -110,8 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     role = args.role or role_from_cmdline(read_pid1_cmdline())
     if role is None:
-        print("healthcheck: cannot tell the role from PID 1; pass api or worker")
-        return 2
+        # Docker reserves exit code 2; a job container is judged by its exit code instead.
+        print("healthcheck: not a serve/run/worker container; nothing to probe")
+        return 0
     max_age = args.max_age or 2.0 * _env_int("TRIAGE_HEARTBEAT_TTL_S", 30)
     healthy, reason = probe(role, port=_env_int("TRIAGE_PORT", 8000),
                             metrics_port=_env_int("TRIAGE_METRICS_PORT", 9108),

@@ -80,6 +80,11 @@ class _Server:
         self.httpd.server_close()
 
 
+def harness_free_port() -> int:
+    with _Server({}) as server:
+        return server.port
+
+
 def _probe(role, port, **kw):
     return hc.probe(role, port=port, metrics_port=port, max_age=kw.pop("max_age", 60.0),
                     timeout=2.0, **kw)
@@ -117,5 +122,9 @@ def test_main_exit_codes(monkeypatch, capsys):
         monkeypatch.setenv("TRIAGE_PORT", str(server.port))
         assert hc.main(["api"]) == 0
     assert "200" in capsys.readouterr().out
-    monkeypatch.setattr(hc, "read_pid1_cmdline", lambda: ["bash"])
-    assert hc.main([]) == 2
+    monkeypatch.setattr(hc, "read_pid1_cmdline", lambda: ["triage", "recalibrate"])
+    assert hc.main([]) == 0  # one-shot jobs: nothing to probe
+    assert "nothing to probe" in capsys.readouterr().out
+    monkeypatch.setattr(hc, "read_pid1_cmdline", lambda: ["triage", "worker"])
+    monkeypatch.setenv("TRIAGE_METRICS_PORT", str(harness_free_port()))
+    assert hc.main([]) == 1  # a worker that does not answer is unhealthy
