@@ -3,8 +3,9 @@
 `run(settings, tickets)` returns the `l2` section of the bench report. Per ticket, in one run
 and interleaved (so drift in machine load hits every variant alike), it times:
 - logits: `Classifier.classify` with every question (the serving path);
-- rewind: the same questions asked one after the other with a KV rewind instead of parallel
-  sequences, and the largest probability difference between the two;
+- the other KV-sharing modes: "parallel" (seq_cp + one batch) or "fused" (ticket and
+  question bodies in one batch), and "rewind" (one question after the other, seq_rm back),
+  with the largest probability difference between the served mode and rewind;
 - first question: the ticket and the risk question only; the marginal cost of the others;
 - without team: every question but the routing one, so the team question's marginal cost;
 - json: the old path, a JSON object (category, risk, confidence, reasoning) generated under a
@@ -73,7 +74,7 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
         return (time.perf_counter() - started) * 1000, d
 
     classifier.classify(texts[0])  # warm-up, not counted (first-call allocations)
-    logits_ms, rewind_ms, first_ms, no_team_ms, json_ms = [], [], [], [], []
+    logits_ms, rewind_ms, other_ms, first_ms, no_team_ms, json_ms = [], [], [], [], [], []
     tokens, ticket_tokens, json_tokens, max_diff = [], [], [], []
     first_only = {"risk": questions["risk"]}
     without_team = {k: v for k, v in questions.items() if k != "team"}
@@ -84,6 +85,9 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
         tokens.append(out.result.tokens_evaluated)
         ms, rewound = timed(text, questions, mode="rewind")
         rewind_ms.append(ms)
+        ms, _ = timed(text, questions, mode="parallel" if classifier.mode != "parallel"
+                      else "fused")
+        other_ms.append(ms)
         diffs = [abs(p - rewound.answers[q].probabilities[lab])
                  for q, a in out.result.answers.items()
                  if a.probabilities and q in rewound.answers and rewound.answers[q].probabilities
@@ -122,17 +126,25 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
         "json_generated_tokens_median": _median(json_tokens),
         "system_tokens_reevaluated": runner.stats.prefix_tokens - prefix_tokens_at_start,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "kv_sharing": {
-            "parallel_ms_median": _median(logits_ms),
-            "rewind_ms_median": _median(rewind_ms),
-            "faster": "parallel" if _median(logits_ms) <= _median(rewind_ms) else "rewind",
-            "max_probability_difference": max(max_diff) if max_diff else None,
-        },
+        "kv_sharing": _kv_sharing(classifier.mode, logits_ms, other_ms, rewind_ms, max_diff),
         "team_question": {
             "marginal_ms_median": _median([a - b for a, b in zip(logits_ms, no_team_ms,
                                                                    strict=True)]),
             "suffix_tokens": team_suffix,
         },
+    }
+
+
+def _kv_sharing(mode: str, served: list[float], other: list[float], rewind: list[float],
+                max_diff: list[float]) -> dict[str, Any]:
+    """Median ms per ticket for each way of sharing the ticket's KV between the questions."""
+    other_mode = "parallel" if mode != "parallel" else "fused"
+    medians = {mode: _median(served), other_mode: _median(other), "rewind": _median(rewind)}
+    return {
+        **{f"{m}_ms_median": v for m, v in medians.items()},
+        "fastest": min(medians, key=lambda m: medians[m] or float("inf")),
+        "served_mode": mode,
+        "max_probability_difference_vs_rewind": max(max_diff) if max_diff else None,
     }
 
 
@@ -167,3 +179,31 @@ def _json_path(classifier: Classifier, text: str) -> tuple[float, int]:
         finally:
             runner.close_state()
     return (time.perf_counter() - started) * 1000, generated - len(suffix)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m service.l2.bench --data dev.jsonl --n 12 --json out.json (settings from env)."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from service.settings import load_settings
+
+    parser = argparse.ArgumentParser(prog="python -m service.l2.bench", description=__doc__)
+    parser.add_argument("--data", required=True, help="JSONL with subject/body per line")
+    parser.add_argument("--n", type=int, default=12, help="tickets (spread over the file)")
+    parser.add_argument("--json", help="write the l2 section here")
+    args = parser.parse_args(argv)
+    records = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line]
+    step = max(1, len(records) // args.n)
+    tickets = records[::step][: args.n]
+    section = run(load_settings(), tickets)
+    text = json.dumps(section, indent=2)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""The L2 bench on one ticket: every key the bench report needs, and no system re-evaluation."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.l2 import bench
+from tests.l2.support import shared_classifier
+
+pytestmark = pytest.mark.model
+
+
+def test_bench_section_on_one_ticket():
+    section = bench.run(None, [{"subject": "Invoice", "body": "Where can I download my invoice?"}],
+                        classifier=shared_classifier())
+    for key in ("logits_ms_median", "json_ms_median", "ratio", "extra_question_ms",
+                "first_question_ms", "tokens_per_ticket_median", "system_tokens_reevaluated",
+                "peak_rss_mb", "kv_sharing", "team_question"):
+        assert section[key] is not None, key
+    assert section["system_tokens_reevaluated"] == 0
+    assert section["json_generated_tokens_median"] > 10  # the old path really generated JSON
+    assert section["kv_sharing"]["max_probability_difference_vs_rewind"] < 0.05
+    assert section["team_question"]["suffix_tokens"] > 0
