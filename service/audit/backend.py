@@ -15,10 +15,7 @@ import msgspec
 
 from ..model_fetch import BUNDLED, ModelError, resolve_model_path
 from ..settings import Settings
-
-
-class JudgeUnavailable(RuntimeError):
-    """The judge model failed or timed out on one ticket; the ticket stays unjudged."""
+from .judge import JudgeUnavailable
 
 
 def resolve_judge_model(settings: Settings, choice: str = "") -> tuple[Path, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from .cases import CalibrationCase
-from .judge import AuditedDecision, Judge, JudgeVerdict
+from .judge import AuditedDecision, Judge, JudgeUnavailable, JudgeVerdict
 from .stats import ClassScores, cohen_kappa
 
 # Below this many cases kappa's standard error is too wide to earn gating (about +-0.15 at 40).
@@ -66,6 +66,7 @@ class CalibrationRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float  # unix time
     elapsed_s: float
     disagreements: list[CaseResult]
+    unjudged: dict[str, str] = {}  # case id -> why the model gave no answer (not in n)
 
 
 class GatingState(msgspec.Struct, frozen=True):
@@ -122,11 +123,20 @@ def calibrate(
         raise ValueError("the calibration set is empty")
     started = time.perf_counter()
     results = []
+    unjudged: dict[str, str] = {}
     for index, case in enumerate(cases):
-        result = case_result(case, judge.judge(_decision(case)))
+        try:
+            verdict = judge.judge(_decision(case))
+        except JudgeUnavailable as exc:
+            # A timeout on one case must not cost the whole run; the case is named, not guessed.
+            unjudged[case.id] = str(exc)
+            continue
+        result = case_result(case, verdict)
         results.append(result)
         if on_case is not None:
             on_case(index, result)
+    if not results:
+        raise JudgeUnavailable(f"the judge answered no case: {unjudged}")
     agreement = cohen_kappa([r.human_verdict for r in results],
                             [r.judge_verdict for r in results])
     created = time.time() if now is None else now
@@ -139,7 +149,8 @@ def calibrate(
         cases_sha256=cases_sha256(cases), cases_path=cases_path,
         date=dt.datetime.fromtimestamp(created, dt.UTC).isoformat(timespec="seconds"),
         created_at=created, elapsed_s=round(time.perf_counter() - started, 2),
-        disagreements=[r for r in results if r.human_verdict != r.judge_verdict])
+        disagreements=[r for r in results if r.human_verdict != r.judge_verdict],
+        unjudged=unjudged)
     return record, results
 
 

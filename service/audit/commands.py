@@ -179,6 +179,8 @@ def _print_calibration(record, state, out: Path) -> None:
         lines.append(f"  {d.case_id} {d.source} [{d.kind}] level {d.level_given}: human "
                      f"{d.human_verdict} {d.human_failed}, judge {d.judge_verdict} "
                      f"{d.judge_failed}  p_fail {p}")
+    for case_id, why in record.unjudged.items():
+        lines.append(f"  not judged: {case_id}: {why}")
     gate = "ON" if state.gating else "OFF (" + "; ".join(state.reasons) + ")"
     lines.append(f"gating: {gate}")
     lines.append(f"wrote {out}")

@@ -27,10 +27,9 @@ import structlog
 from .. import metrics
 from ..keys import Keys
 from ..results import Decision, TicketIn, ticket_text
-from .backend import JudgeUnavailable
 from .calibration import GatingState
 from .cases import append_cases, case_from_decision
-from .judge import AuditedDecision, Judge
+from .judge import AuditedDecision, Judge, JudgeUnavailable
 from .report import AuditedTicket, AuditReport, false_green_estimate
 from .sampling import stratified_sample
 

@@ -27,6 +27,10 @@ Method = Literal["logits", "generated"]
 METHODS: tuple[Method, ...] = ("logits", "generated")
 
 
+class JudgeUnavailable(RuntimeError):
+    """The judge model failed or timed out on one ticket; the ticket stays unjudged."""
+
+
 class JudgeBackend(Protocol):
     """What the judge needs from a model; one instance owns one loaded GGUF."""
 
@@ -35,7 +39,8 @@ class JudgeBackend(Protocol):
 
     def yes_probabilities(self, context: str, state: str,
                           questions: dict[str, str]) -> dict[str, float]:
-        """P(yes) for each yes/no question about `state`, all sharing the `context` prefix."""
+        """P(yes) for each yes/no question about `state`, all sharing the `context` prefix.
+        Every method raises JudgeUnavailable when the model fails or times out."""
         ...
 
     def choose(self, context: str, state: str, question: str,

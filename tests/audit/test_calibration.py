@@ -128,3 +128,27 @@ def test_too_few_cases_do_not_earn_gating(tmp_path: Path) -> None:
     state = gating_state(record, judge_model_sha256="a" * 64, rubric_sha256=rubric.sha256,
                          method="logits", kappa_min=0.6)
     assert not state.gating and "only 20 calibration cases" in state.reasons[0]
+
+
+class _FailsOn(LookupBackend):
+    """A backend whose model times out on one ticket."""
+
+    def __init__(self, table, needle: str) -> None:
+        super().__init__(table)
+        self.needle = needle
+
+    def yes_probabilities(self, context, state, questions):
+        from service.audit.judge import JudgeUnavailable
+
+        if self.needle in state:
+            raise JudgeUnavailable("timeout: deadline passed")
+        return super().yes_probabilities(context, state, questions)
+
+
+def test_a_model_failure_skips_the_case_and_names_it() -> None:
+    rubric, cases = load_rubric(), load_cases()
+    oracle = _oracle(cases, rubric)
+    record, results = calibrate(Judge(_FailsOn(oracle.table, cases[5].body), rubric), cases)
+    assert record.unjudged == {cases[5].id: "timeout: deadline passed"}
+    assert record.n == len(cases) - 1 == len(results)
+    assert record.kappa == pytest.approx(1.0)
