@@ -69,7 +69,8 @@ def register(subparsers) -> None:
                      help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
     cal.add_argument("--json", default="", metavar="OUT",
                      help="also write n, observed, expected, kappa, confusion, gating, stale")
-    cal.add_argument("--limit", type=int, default=0, help="first N cases only (smoke runs)")
+    cal.add_argument("--limit", type=int, default=0,
+                     help="N evenly spaced cases only (smoke runs; every kind represented)")
     cal.set_defaults(func=cmd_calibrate)
 
     run = actions.add_parser("run", help="judge a sample of recent results and report")
@@ -122,6 +123,14 @@ def calibration_set(bundled: str | Path, operator: str | Path) -> tuple[list, li
     return cases, used
 
 
+def spread(cases: list, limit: int) -> list:
+    """`limit` cases evenly spaced through the set: the file is grouped by kind, so its first
+    N cases would all be acceptable and kappa undefined."""
+    if limit >= len(cases):
+        return list(cases)
+    return [cases[i * len(cases) // limit] for i in range(limit)]
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -131,7 +140,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     kappa_min = settings.kappa_min if args.kappa_min is None else args.kappa_min
     cases, used = calibration_set(args.cases, _operator_cases(settings, args))
     if args.limit:
-        cases = cases[: args.limit]
+        cases = spread(cases, args.limit)
     judge = _judge(settings, args)
     print(f"audit calibrate: {len(cases)} cases, judge {judge.backend.model_name} "
           f"({judge.method}), rubric {judge.rubric.sha256[:12]}", file=sys.stderr)

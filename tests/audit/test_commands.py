@@ -40,3 +40,13 @@ def test_calibration_set_is_bundled_plus_operator_cases(tmp_path: Path) -> None:
     merged, used = calibration_set(DEFAULT_CASES_PATH, operator)
     assert len(merged) == len(cases) + 1 and merged[-1] == extra
     assert used == [str(DEFAULT_CASES_PATH), str(operator)]
+
+
+def test_limit_spreads_over_every_kind() -> None:
+    from service.audit.commands import spread
+
+    cases = load_cases()
+    subset = spread(cases, 12)
+    assert len(subset) == 12 and len({c.id for c in subset}) == 12
+    assert {c.human_verdict for c in subset} == {"acceptable", "unacceptable"}
+    assert spread(cases, 500) == cases
