@@ -59,6 +59,7 @@ def stack(tmp_path):
         yield running
 
 
+@pytest.mark.timeout(2400)
 def test_sigkill_worker_mid_ticket(stack):
     stack.start_api()
     victim = stack.start_worker("victim")
@@ -94,6 +95,7 @@ def test_sigkill_worker_mid_ticket(stack):
     assert int(stack.ticket(held).get("attempts", "0")) >= 2  # claimed again after the kill
 
 
+@pytest.mark.timeout(3000)
 def test_redis_restart_mid_load(stack):
     stack.start_api()
     stack.start_worker()
@@ -172,6 +174,7 @@ def test_model_missing_or_corrupt(stack, tmp_path, fault):
     assert stack.audit_ids(ids)["in_stream"] == 3  # waiting for a worker, not lost
 
 
+@pytest.mark.timeout(1500)
 def test_l2_slower_than_its_timeout_fails_closed(stack):
     stack.start_api()
     stack.start_worker(TRIAGE_L2_TIMEOUT_S="0.001")
@@ -184,6 +187,7 @@ def test_l2_slower_than_its_timeout_fails_closed(stack):
         assert result["l2"]["method"] == "unavailable"
 
 
+@pytest.mark.timeout(1500)
 def test_callback_endpoint_down(stack):
     dead = harness.free_port()  # nothing listens there
     hook = f"http://127.0.0.1:{dead}/hook"
@@ -211,6 +215,7 @@ def test_callback_endpoint_down(stack):
         assert attempts == [1, 2, 3], attempts
 
 
+@pytest.mark.timeout(5400)
 def test_prompt_injection_corpus_yields_no_green(stack):
     corpus = [json.loads(line) for line in
               (ROOT / "loadtest" / "data" / "prompt_injection.jsonl").read_text().splitlines()]
