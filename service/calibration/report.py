@@ -170,12 +170,14 @@ def write_report(directory: Path, meta: ArtifactMeta, calibration: Calibration, 
         "- Chosen on the out-of-fold probabilities of the selected maps; the nested confusion "
         "below grades thresholds chosen without the graded fold.", "",
         "Thresholds chosen in each outer fold (their spread is the uncertainty):", "",
-        "| fold | green | red | " + " | ".join(t.flags) + " |",
-        "|---|---:|---:|" + "---:|" * len(t.flags),
+        "| fold | green | red | " + " | ".join([*t.flags, *meta.yellow]) + " |",
+        "|---|---:|---:|" + "---:|" * (len(t.flags) + len(meta.yellow)),
     ]
     for i, ft in enumerate(calibration.nested_thresholds, start=1):
         lines.append(f"| {i} | {ft.green:.3f} | {ft.red:.2f} | "
-                     + " | ".join(f"{ft.flags.get(f, 0.5):.2f}" for f in t.flags) + " |")
+                     + " | ".join([*(f"{ft.flags.get(f, 0.5):.2f}" for f in t.flags),
+                                   *(f"{ft.yellow_flags.get(f, 0.5):.3f}" for f in meta.yellow)])
+                     + " |")
     ev = meta.evaluation
     lines += [
         "", "## Levels: confusion matrices", "",
