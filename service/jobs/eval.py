@@ -376,7 +376,9 @@ def run_eval(settings: Any, records: list[LabelledTicket], classifier: Any = Non
 
 
 def make_row(record: LabelledTicket, l1_result: Any, out: Any, latency_ms: float) -> dict:
-    result = out.result
+    from service.pipeline import fail_closed  # the worker's own L2 -> final rule
+
+    result = fail_closed(out.result)
     answers = result.answers
     probabilities = {k: a.probabilities for k, a in answers.items() if a.probabilities}
     l1_level = l1_result.level if l1_result is not None else None
