@@ -94,6 +94,12 @@ def _http_problem(_: Request, exc: HTTPException) -> Response[Problem]:
     return problem(status, kind, str(exc.detail), str(exc.detail), headers=exc.headers)
 
 
+def _too_deep_problem(_: Request, exc: RecursionError) -> Response[Problem]:
+    # msgspec refuses JSON nested beyond Python's recursion limit: the client's input, not a 500.
+    return problem(400, "invalid-request", "The request is not valid",
+                   "the JSON body is nested too deeply")
+
+
 def _internal_problem(_: Request, exc: Exception) -> Response[Problem]:
     log.exception("unhandled_error", error=type(exc).__name__)
     return problem(500, "internal", "Internal error", "an unexpected error; it has been logged")
@@ -160,6 +166,7 @@ def create_app(settings: Settings, redis_url: str, rules: Any,
             ValidationException: _validation_problem,
             redis.RedisError: _redis_problem,
             HTTPException: _http_problem,
+            RecursionError: _too_deep_problem,
             Exception: _internal_problem,
         },
         request_max_body_size=settings.max_request_bytes,
