@@ -67,6 +67,11 @@ class CalibrationRecord(msgspec.Struct, frozen=True, kw_only=True):
     elapsed_s: float
     disagreements: list[CaseResult]
     unjudged: dict[str, str] = {}  # case id -> why the model gave no answer (not in n)
+    # Diagnostics, not gating: kappa on green decisions only (what the audit mostly judges), and
+    # the kappa of a judge that reads nothing but the level ("every green is unacceptable"). A
+    # judge that does not beat that baseline has learnt the set's composition, not the tickets.
+    green_kappa: float | None = None
+    baseline_kappa: float | None = None
 
 
 class GatingState(msgspec.Struct, frozen=True):
@@ -139,6 +144,12 @@ def calibrate(
         raise JudgeUnavailable(f"the judge answered no case: {unjudged}")
     agreement = cohen_kappa([r.human_verdict for r in results],
                             [r.judge_verdict for r in results])
+    greens = [r for r in results if r.level_given == "green"]
+    green_kappa = cohen_kappa([r.human_verdict for r in greens],
+                              [r.judge_verdict for r in greens]).kappa if greens else None
+    baseline_kappa = cohen_kappa(
+        [r.human_verdict for r in results],
+        ["unacceptable" if r.level_given == "green" else "acceptable" for r in results]).kappa
     created = time.time() if now is None else now
     record = CalibrationRecord(
         judge_model_sha256=judge.model_sha256, judge_model=judge_model or judge.backend.model_name,
@@ -150,7 +161,7 @@ def calibrate(
         date=dt.datetime.fromtimestamp(created, dt.UTC).isoformat(timespec="seconds"),
         created_at=created, elapsed_s=round(time.perf_counter() - started, 2),
         disagreements=[r for r in results if r.human_verdict != r.judge_verdict],
-        unjudged=unjudged)
+        unjudged=unjudged, green_kappa=green_kappa, baseline_kappa=baseline_kappa)
     return record, results
 
 

@@ -171,6 +171,8 @@ def _print_calibration(record, state, out: Path) -> None:
     lines = [
         f"n={record.n}  observed={record.observed:.3f}  expected={record.expected:.3f}  "
         f"kappa={_fmt(record.kappa)}{se}  ({record.elapsed_s:.0f} s)",
+        f"green decisions only: kappa={_fmt(record.green_kappa)}; level-only baseline "
+        f"(every green unacceptable): kappa={_fmt(record.baseline_kappa)}",
         "confusion (rows human, columns judge):",
     ]
     for human, row in record.confusion.items():

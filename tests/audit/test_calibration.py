@@ -36,6 +36,10 @@ def test_perfect_judge_kappa_one_and_gating_on() -> None:
     assert record.kappa == pytest.approx(1.0)
     assert record.disagreements == []
     assert record.criteria["green_needs_person"].agree == record.criteria["green_needs_person"].n
+    assert record.green_kappa == pytest.approx(1.0)
+    # "Every green is unacceptable" on the bundled set: greens 12 acceptable / 21 not, others
+    # 12 / 3. observed 33/48, expected (24*15 + 24*33)/48^2 = 0.5, kappa 0.375.
+    assert record.baseline_kappa == pytest.approx(0.375)
     state = gating_state(record, judge_model_sha256="a" * 64, rubric_sha256=rubric.sha256,
                          method="logits", kappa_min=0.6)
     assert state.gating and not state.stale and state.reasons == []
