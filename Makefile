@@ -44,6 +44,16 @@ recalibrate: setup
 audit: setup
 	$(BIN)/triage audit run
 
+loadtest: setup
+	$(BIN)/pip install --quiet "locust~=2.47"
+	$(BIN)/python loadtest/run.py
+
+drills: setup
+	TRIAGE_DRILLS=1 $(BIN)/pytest -v tests/drills
+
+deploy-check: $(STAMP)
+	bash deploy/check.sh
+
 lint: $(STAMP)
 	$(BIN)/ruff check service tests
 
