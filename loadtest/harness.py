@@ -269,13 +269,15 @@ class Stack:
             proc.stop()
         if self.api is not None:
             self.api.stop(15)
-        if self._client is not None:
+        # On a shared Redis the prefix must go even if this harness never read from it.
+        if self._client is not None or self.external_redis:
             with contextlib.suppress(redis.RedisError):
                 keys = list(self.client.scan_iter(f"{self.prefix}:*", count=1000))
                 for start in range(0, len(keys), 500):
                     self.client.delete(*keys[start:start + 500])
-            self._client.close()
-            self._client = None
+            if self._client is not None:
+                self._client.close()
+                self._client = None
         if self.redis_proc is not None:
             self.redis_proc.stop(15)
 
