@@ -187,10 +187,12 @@ class Judge:
                 results.append(CriterionResult(id=criterion.id, kind=criterion.kind,
                                                applicable=False, failed=False))
                 continue
-            p_fail = p_yes[criterion.id] if criterion.fails_if == "yes" else 1 - p_yes[criterion.id]
+            p_yes_c = p_yes[criterion.id]
+            # Rounded before comparing, so that the stored probability and `failed` agree.
+            p_fail = round(p_yes_c if criterion.fails_if == "yes" else 1 - p_yes_c, 4)
             results.append(CriterionResult(
                 id=criterion.id, kind=criterion.kind, applicable=True,
-                failed=p_fail >= self.threshold, p_fail=round(p_fail, 4)))
+                failed=p_fail >= self.threshold, p_fail=p_fail))
         return results
 
     def generation_schema(self, level: str) -> tuple[str, dict]:
