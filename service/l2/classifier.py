@@ -8,7 +8,6 @@ reason says why. The hidden states read at each answer position come back beside
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from service.l2.decide import Calibrator, Decided, Fallback, check_aliases, deci
 from service.l2.decision import Thresholds, decide_level
 from service.l2.prompts import Prompts, load_prompts
 from service.l2.runner import Runner
+from service.model_fetch import recorded_sha256, resolve_model_path
 from service.results import Answer, L2Result, ModelInfo, max_level
 from service.settings import PROJECT_ROOT, Settings
 
@@ -42,24 +42,14 @@ class Classification:
 
 
 def bundled_model_path(settings: Settings) -> Path:
-    """TRIAGE_MODEL_PATH if set, else the bundled model of TRIAGE_MODEL_SIZE in the model dir."""
-    if settings.model_path:
-        return Path(settings.model_path)
-    return Path(settings.model_dir) / f"qwen2.5-coder-{settings.model_size}-instruct-q4_k_m.gguf"
+    """TRIAGE_MODEL_PATH if set (must be a GGUF), else the bundled model, which must verify
+    against its known sha256: an unverified file is never loaded (ModelError otherwise)."""
+    return resolve_model_path(settings.model_path, settings.model_dir, settings.model_size)[0]
 
 
 def model_sha256(path: Path) -> str:
     """From the `<file>.sha256` sidecar (written by fetch-model) when fresh, else hashed."""
-    side = path.with_name(path.name + ".sha256")
-    if side.exists() and side.stat().st_mtime >= path.stat().st_mtime:
-        words = side.read_text().split()
-        if words and len(words[0]) == 64:
-            return words[0]
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
+    return recorded_sha256(path)
 
 
 class Classifier:
