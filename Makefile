@@ -45,7 +45,6 @@ audit: setup
 	$(BIN)/triage audit run
 
 loadtest: setup
-	$(BIN)/pip install --quiet "locust~=2.47"
 	$(BIN)/python loadtest/run.py
 
 drills: setup
