@@ -287,9 +287,9 @@ def permutation_study(rows: list[dict]) -> dict[str, Any] | None:
     }
 
 
-GREEN_GRID = (0.5, 0.6, 0.7, 0.8, 0.9)
-RED_GRID = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
-FLAG_GRID = (0.5, 0.55, 0.6, 0.65, 0.7, 0.8)
+GREEN_GRID = (0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+RED_GRID = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
+FLAG_GRID = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8)
 
 
 def sweep_thresholds(rows: list[dict]) -> dict[str, Any]:
