@@ -19,7 +19,7 @@ from typing import Literal
 import msgspec
 import numpy as np
 
-from service.calibration.calibrator import METHODS, Calibrator, Method, QuestionModel
+from service.calibration.calibrator import HEADS, METHODS, Calibrator, Method, QuestionModel
 from service.calibration.heads import LinearHead
 from service.calibration.maths import Scaling
 from service.calibration.thresholds import GreenChoice, LevelSummary, RedChoice, YellowFlagChoice
@@ -48,6 +48,7 @@ class HeadInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dim: int
     c: float  # inverse regularisation strength chosen by cross-validation
     arrays: list[str]  # keys in heads.npz: "<question>.mean", ".scale", ".coef", ".intercept"
+    inputs: list[str] = []  # head_all: the questions whose hidden states are concatenated
 
 
 class QuestionEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -171,8 +172,10 @@ def read_meta(path: str | Path) -> ArtifactMeta:
             if q.bias is None or len(q.bias) != len(q.options):
                 raise ArtifactError(f"{file}: question {name!r}: bias needs "
                                     f"{len(q.options)} entries")
-        if q.method == "head" and q.head is None:
-            raise ArtifactError(f"{file}: question {name!r}: method head without head")
+        if q.method in HEADS and q.head is None:
+            raise ArtifactError(f"{file}: question {name!r}: method {q.method} without head")
+        if q.method == "head_all" and not q.head.inputs:  # type: ignore[union-attr]
+            raise ArtifactError(f"{file}: question {name!r}: head_all without inputs")
     t = meta.thresholds
     for label, value in [("green", t.green), ("red", t.red), *t.flags.items(),
                          *t.yellow_flags.items()]:
@@ -186,7 +189,7 @@ def read_artifact(path: str | Path) -> tuple[ArtifactMeta, dict[str, LinearHead]
     root = Path(path)
     meta = read_meta(root)
     heads: dict[str, LinearHead] = {}
-    needed = {name: q for name, q in meta.questions.items() if q.method == "head"}
+    needed = {name: q for name, q in meta.questions.items() if q.method in HEADS}
     if not needed:
         return meta, heads
     file = root / HEADS_FILE
@@ -221,7 +224,8 @@ def calibrator_from(meta: ArtifactMeta, heads: dict[str, LinearHead], path: str 
             scaling = Scaling(temperature=float(q.temperature),  # type: ignore[arg-type]
                               bias=list(q.bias or []))
         models[name] = QuestionModel(q.method, tuple(q.options), q.kind, scaling=scaling,
-                                     head=heads.get(name))
+                                     head=heads.get(name),
+                                     inputs=tuple(q.head.inputs) if q.head is not None else ())
     # Only the fitted thresholds come from the artifact (a yellow flag only when the job chose
     # it: `meta.yellow`); the rest keep the current defaults.
     fitted = meta.thresholds

@@ -22,19 +22,26 @@ from service.results import Answer
 class CalibrationMismatch(ValueError):
     """The artifact cannot map an answer it covers (options, log-probs or hidden state differ)."""
 
-Method = Literal["raw", "temperature", "vector", "head"]
-METHODS: tuple[Method, ...] = ("raw", "temperature", "vector", "head")
+# head: on the hidden state at this question's answer position; head_all: on the hidden states
+# of every question's answer position, concatenated in `inputs` order (the ticket seen from all
+# the questions; measured better for risk and the flags, worse for category).
+Method = Literal["raw", "temperature", "vector", "head", "head_all"]
+METHODS: tuple[Method, ...] = ("raw", "temperature", "vector", "head", "head_all")
+HEADS = ("head", "head_all")
 
 
 class QuestionModel:
     """One question's chosen map: raw softmax, temperature/vector scaling, or a learned head."""
 
     def __init__(self, method: Method, options: tuple[str, ...], kind: str,
-                 scaling: Scaling | None = None, head: LinearHead | None = None) -> None:
+                 scaling: Scaling | None = None, head: LinearHead | None = None,
+                 inputs: tuple[str, ...] = ()) -> None:
         if method in ("temperature", "vector") and scaling is None:
             raise ValueError(f"method {method} needs a scaling")
-        if method == "head" and head is None:
-            raise ValueError("method head needs a head")
+        if method in HEADS and head is None:
+            raise ValueError(f"method {method} needs a head")
+        if method == "head_all" and not inputs:
+            raise ValueError("method head_all needs the names of its inputs")
         if head is not None and head.n_classes != len(options):
             raise ValueError(f"head has {head.n_classes} outputs for {len(options)} options")
         if scaling is not None and len(scaling.bias) != len(options):
@@ -44,14 +51,16 @@ class QuestionModel:
         self.kind = kind
         self.scaling = scaling
         self.head = head
+        self.inputs = tuple(inputs)
 
     @property
     def needs_features(self) -> bool:
-        return self.method == "head"
+        return self.method in HEADS
 
     def predict(self, logits: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
-        """(n, K) calibrated probabilities from (n, K) raw option log-probs and (n, d) features."""
-        if self.method == "head":
+        """(n, K) calibrated probabilities from (n, K) raw option log-probs and (n, d) features
+        (for head_all: the inputs' hidden states concatenated)."""
+        if self.method in HEADS:
             if features is None:
                 raise ValueError("a head needs the hidden state")
             return self.head.predict_proba(features)  # type: ignore[union-attr]
@@ -77,7 +86,7 @@ def calibrated_answer(answer: Answer, probs: np.ndarray, method: Method) -> Answ
     raw = answer.raw_probabilities if answer.calibrated else answer.probabilities
     updates: dict[str, object] = {
         "probabilities": p, "raw_probabilities": raw, "chosen": chosen, "calibrated": True,
-        "method": "head" if method == "head" else "logits",
+        "method": "head" if method in HEADS else "logits",
         # Same definition as the raw answer (p(chosen) * coverage): a ticket whose aliases the
         # model barely considered never looks confident, whatever the map.
         "confidence": p[chosen] * (answer.coverage if answer.coverage is not None else 1.0),
@@ -131,13 +140,7 @@ class Calibrator:
             logits = option_logits(answer, model.options)
             feats = None
             if model.needs_features:
-                feats = features.get(name)
-                dim = model.head.dim  # type: ignore[union-attr]
-                if feats is None or np.asarray(feats).shape != (dim,):
-                    got = "none" if feats is None else str(np.asarray(feats).shape)
-                    raise CalibrationMismatch(f"{name}: head of {self.version} needs a hidden "
-                                              f"state of shape ({dim},), got {got}")
-                feats = np.asarray(feats, dtype=np.float64)[None, :]
+                feats = head_input(name, model, features, self.version)
             elif logits is None:
                 raise CalibrationMismatch(f"{name}: answer has no log-probabilities for "
                                           f"{list(model.options)}")
@@ -145,3 +148,22 @@ class Calibrator:
                                   feats)[0]
             out[name] = calibrated_answer(answer, probs, model.method)
         return out
+
+
+def head_input(name: str, model: QuestionModel, features: Mapping[str, np.ndarray],
+               version: str = "") -> np.ndarray:
+    """The (1, d) input of a head: its question's hidden state, or every input's concatenated."""
+    names = model.inputs if model.method == "head_all" else (name,)
+    parts = []
+    for part in names:
+        vector = features.get(part)
+        if vector is None:
+            raise CalibrationMismatch(f"{name}: head of {version} needs the hidden state of "
+                                      f"{part!r}, which is missing")
+        parts.append(np.asarray(vector, dtype=np.float64).ravel())
+    x = np.concatenate(parts)
+    dim = model.head.dim  # type: ignore[union-attr]
+    if x.shape != (dim,):
+        raise CalibrationMismatch(f"{name}: head of {version} needs a hidden state of shape "
+                                  f"({dim},), got {x.shape}")
+    return x[None, :]

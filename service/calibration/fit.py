@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from service.calibration.artifact import Candidate
-from service.calibration.calibrator import METHODS, Method, QuestionModel
+from service.calibration.calibrator import HEADS, METHODS, Method, QuestionModel
 from service.calibration.heads import DEFAULT_CS, fit_head, fit_head_at
 from service.calibration.maths import (
     DegenerateFit,
@@ -85,6 +85,10 @@ class QuestionData:
     logits: np.ndarray  # (n, K) raw option log-probs; NaN rows where the answer had none
     labels: np.ndarray  # (n,) option index, -1 when the ticket has no label for this question
     features: np.ndarray | None = None  # (n, d) hidden states; NaN rows where missing
+    # (n, d * len(shared_inputs)): every question's hidden state side by side (head_all); the
+    # same array object for every question of a Dataset
+    shared: np.ndarray | None = None
+    shared_inputs: tuple[str, ...] = ()
 
     def has_logits(self) -> np.ndarray:
         return np.all(np.isfinite(self.logits), axis=1)
@@ -94,16 +98,27 @@ class QuestionData:
             return np.zeros(len(self.labels), dtype=bool)
         return np.all(np.isfinite(self.features), axis=1)
 
+    def has_shared(self) -> np.ndarray:
+        if self.shared is None:
+            return np.zeros(len(self.labels), dtype=bool)
+        return np.all(np.isfinite(self.shared), axis=1)
+
+    def inputs_for(self, method: str) -> np.ndarray | None:
+        return self.shared if method == "head_all" else self.features
+
     def usable(self) -> np.ndarray:
         """Rows every candidate can be fit and graded on: labelled, log-probs (and features)."""
         ok = (self.labels >= 0) & self.has_logits()
         if self.features is not None:
             ok &= self.has_features()
+        if self.shared is not None:
+            ok &= self.has_shared()
         return ok
 
-    def subset(self, idx: np.ndarray) -> QuestionData:
+    def subset(self, idx: np.ndarray, shared: np.ndarray | None = None) -> QuestionData:
         return QuestionData(self.kind, self.options, self.logits[idx], self.labels[idx],
-                            None if self.features is None else self.features[idx])
+                            None if self.features is None else self.features[idx],
+                            shared, self.shared_inputs if shared is not None else ())
 
     def counts(self) -> dict[str, int]:
         y = self.labels[self.usable()]
@@ -123,8 +138,11 @@ class Dataset:
         return len(self.ids)
 
     def subset(self, idx: np.ndarray) -> Dataset:
+        shared = next((d.shared for d in self.questions.values() if d.shared is not None), None)
+        sub = None if shared is None else shared[idx]  # one copy, shared by every question
         return Dataset([self.ids[i] for i in idx],
-                       {q: d.subset(idx) for q, d in self.questions.items()},
+                       {q: d.subset(idx, sub if d.shared is not None else None)
+                        for q, d in self.questions.items()},
                        self.risk_generated[idx], self.blocked[idx])
 
     def strata(self) -> np.ndarray:
@@ -170,10 +188,12 @@ def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfi
         return QuestionModel(method, d.options, d.kind, scaling=fit_temperature(d.logits[rows], y))
     if method == "vector":
         return QuestionModel(method, d.options, d.kind, scaling=fit_vector(d.logits[rows], y))
-    if d.features is None:
+    x = d.inputs_for(method)
+    if x is None:
         raise DegenerateFit("no hidden states for this question")
-    head = fit_head(d.features[rows], y, k, cfg.cs, cfg.head_folds, seed)
-    return QuestionModel("head", d.options, d.kind, head=head)
+    head = fit_head(x[rows], y, k, cfg.cs, cfg.head_folds, seed)
+    return QuestionModel(method, d.options, d.kind, head=head,
+                         inputs=d.shared_inputs if method == "head_all" else ())
 
 
 @contextmanager
@@ -193,11 +213,14 @@ def _predict(model: QuestionModel, d: QuestionData, rows: np.ndarray) -> np.ndar
     """Probabilities for `rows`; NaN for rows the model cannot map (no log-probs/features)."""
     out = np.full((len(rows), len(d.options)), np.nan)
     ok = d.has_logits()[rows]
-    if model.needs_features:
+    if model.method == "head":
         ok &= d.has_features()[rows]
+    elif model.method == "head_all":
+        ok &= d.has_shared()[rows]
     if ok.any():
         r = rows[ok]
-        feats = d.features[r] if model.needs_features else None  # type: ignore[index]
+        x = d.inputs_for(model.method)
+        feats = x[r] if model.needs_features and x is not None else None
         out[ok] = model.predict(d.logits[r], feats)
     return out
 
@@ -214,18 +237,20 @@ def _degenerate(p: np.ndarray) -> bool:
     return bool(np.max(np.std(p, axis=0)) < 1e-6)
 
 
-def _cv_head(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], usable: np.ndarray,
-             cfg: FitConfig) -> tuple[np.ndarray, float, float]:
+def _cv_head(method: Method, d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]],
+             usable: np.ndarray, cfg: FitConfig) -> tuple[np.ndarray, float, float]:
     """Out-of-fold head probabilities over the C grid; (oof at the best C, its NLL, C).
 
     C is chosen on the same folds that score the head against the other candidates, so the
     head's cross-validated NLL is the best of |C grid| tries: slightly optimistic, which is one
     reason the whole procedure is graded again by the outer (nested) cross-validation.
     """
-    if d.features is None:
+    x = d.inputs_for(method)
+    if x is None:
         raise DegenerateFit("no hidden states for this question")
     y = d.labels
     k = len(d.options)
+    inputs = d.shared_inputs if method == "head_all" else ()
     oofs = {c: np.full((len(y), k), np.nan) for c in cfg.cs}
     for train, test in folds:
         rows = train[usable[train]]
@@ -233,9 +258,9 @@ def _cv_head(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], usable
             raise DegenerateFit("only one class among the training labels")
         model = None
         for c in sorted(cfg.cs):  # increasing C: each fit warm-starts from the previous one
-            head, model = fit_head_at(d.features[rows], y[rows], k, c, model)
-            oofs[c][test] = _predict(QuestionModel("head", d.options, d.kind, head=head), d,
-                                     test)
+            head, model = fit_head_at(x[rows], y[rows], k, c, model)
+            oofs[c][test] = _predict(QuestionModel(method, d.options, d.kind, head=head,
+                                                   inputs=inputs), d, test)
     scores = {c: nll(oofs[c][usable], y[usable]) for c in cfg.cs}
     best = min(scores, key=lambda c: (round(scores[c], 9), c))  # ties: stronger penalty
     return oofs[best], scores[best], best
@@ -248,14 +273,14 @@ def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cf
     y = d.labels
     candidates: list[Candidate] = []
     oofs: dict[Method, np.ndarray] = {}
-    head_c = None
+    head_c: dict[Method, float] = {}
     for method in methods:
-        if method == "head" and d.features is None:
+        if method in HEADS and d.inputs_for(method) is None:
             candidates.append(Candidate(method=method, cv_nll=None, error="no hidden states"))
             continue
         try:
-            if method == "head":
-                oof, score, head_c = _cv_head(d, folds, usable, cfg)
+            if method in HEADS:
+                oof, score, head_c[method] = _cv_head(method, d, folds, usable, cfg)
             else:
                 oof = np.full((len(y), len(d.options)), np.nan)
                 for f, (train, test) in enumerate(folds):
@@ -271,10 +296,12 @@ def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cf
     # Ties (to 1e-9) go to the simpler map: candidates are listed simplest first.
     best = min(scored, key=lambda c: round(c.cv_nll, 9))  # type: ignore[arg-type]
     rows = np.flatnonzero(usable)
-    if best.method == "head":
-        head, _ = fit_head_at(d.features[rows], y[rows], len(d.options),  # type: ignore[index]
-                              head_c)  # type: ignore[arg-type]
-        model = QuestionModel("head", d.options, d.kind, head=head)
+    if best.method in HEADS:
+        x = d.inputs_for(best.method)
+        head, _ = fit_head_at(x[rows], y[rows], len(d.options),  # type: ignore[index]
+                              head_c[best.method])
+        model = QuestionModel(best.method, d.options, d.kind, head=head,
+                              inputs=d.shared_inputs if best.method == "head_all" else ())
     else:
         model = _fit_method(best.method, d, rows, cfg, cfg.seed)
     if _degenerate(_predict(model, d, rows)):

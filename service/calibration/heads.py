@@ -63,6 +63,13 @@ def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, scale
 
 
+def _row_basis(xs: np.ndarray) -> np.ndarray:
+    """Orthonormal rows spanning the row space of xs, from the small n x n Gram matrix."""
+    eigval, eigvec = np.linalg.eigh(xs @ xs.T)
+    keep = eigval > eigval.max() * 1e-10
+    return (eigvec[:, keep].T @ xs) / np.sqrt(eigval[keep])[:, None]
+
+
 def _fit_one(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
              model: object | None = None) -> tuple[LinearHead, object]:
     from sklearn.linear_model import LogisticRegression
@@ -72,7 +79,13 @@ def _fit_one(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
         raise DegenerateFit(f"only one class ({int(present[0])}) in the training labels")
     mean, scale = _standardise(x)
     xs = (x - mean) / scale
-
+    # With many more features than rows (heads on every question's hidden state: 8 x 896) the
+    # L2-penalised optimum lies in the row space of xs (representer theorem; the intercept is
+    # unpenalised), so fitting on the n coordinates xs @ V.T and mapping back with V gives the
+    # same head at a cost that no longer grows with the number of features.
+    basis = _row_basis(xs) if xs.shape[1] > 2 * xs.shape[0] else None
+    if basis is not None:
+        xs = xs @ basis.T
     if model is None:
         model = LogisticRegression(C=c, max_iter=3000, tol=1e-5, warm_start=True)
     else:
@@ -82,6 +95,8 @@ def _fit_one(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
         warnings.simplefilter("ignore")
         model.fit(xs, y)  # type: ignore[attr-defined]
     fitted = model.coef_  # type: ignore[attr-defined]
+    if basis is not None:
+        fitted = fitted @ basis
     coef = np.zeros((n_classes, x.shape[1]))
     intercept = np.full(n_classes, ABSENT_INTERCEPT)
     classes = model.classes_  # type: ignore[attr-defined]

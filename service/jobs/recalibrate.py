@@ -158,13 +158,16 @@ class _Cached(msgspec.Struct, frozen=True):
 class ReplayCache:
     """Raw (uncalibrated) L2 answers and hidden states of replayed texts, on disk.
 
-    Keyed by model sha256 and prompt_sha (the directory) and the text's sha256 (the file), so
-    a changed model or prompt never reuses an old entry. Features cost ~2 s per ticket on a
-    2-core machine; the dev set is replayed once, then every recalibration reads it from here.
+    Keyed by model sha256, prompt_sha and the classifier's KV-sharing mode (the directory: the
+    mode changes the last bits of logits and hidden states, see docs/l2.md) and the text's
+    sha256 (the file), so a changed model, prompt or mode never reuses an old entry. Features
+    cost seconds per ticket on a 2-core machine; the dev set is replayed once, then every
+    recalibration reads it from here.
     """
 
-    def __init__(self, root: str | Path, model_sha: str, prompt_sha: str) -> None:
-        self.dir = Path(root) / f"{model_sha[:16]}-{prompt_sha[:16]}"
+    def __init__(self, root: str | Path, model_sha: str, prompt_sha: str, mode: str) -> None:
+        self.mode = mode
+        self.dir = Path(root) / f"{model_sha[:16]}-{prompt_sha[:16]}-{mode}"
 
     def _path(self, sha: str) -> Path:
         return self.dir / f"{sha}.msgpack"
@@ -210,6 +213,9 @@ def replay(records: Iterable[LabelledRecord], source: str, cache: ReplayCache,
                 model = classifier()
                 if getattr(model, "calibrator", None) is not None:
                     raise RecalibrateError("the replay classifier must be uncalibrated")
+                if getattr(model, "mode", cache.mode) != cache.mode:
+                    raise RecalibrateError(f"the replay classifier runs mode {model.mode!r}, "
+                                           f"serving runs {cache.mode!r}")
             out = model.classify(text, timeout_s=timeout_s)
             if out.result.method == "unavailable":
                 skipped["l2 unavailable"] += 1
@@ -336,6 +342,16 @@ def build_dataset(examples: list[Example], questions: dict[str, Any]) -> Dataset
                 feats[i] = e.features[name]
             labels[i] = label_index(options, e.labels.get(name))
         data[name] = QuestionData(questions[name].kind, options, logits, labels, feats)
+    # Every question's hidden state side by side, in prompt order, for heads on all positions.
+    inputs = tuple(q for q in questions if any(q in e.features for e in examples))
+    dims = {q: max(len(e.features[q]) for e in examples if q in e.features) for q in inputs}
+    shared = np.full((n, sum(dims.values())), np.nan) if inputs else None
+    for i, e in enumerate(examples):
+        if shared is not None and all(q in e.features and len(e.features[q]) == dims[q]
+                                      for q in inputs):
+            shared[i] = np.concatenate([e.features[q] for q in inputs])
+    for d in data.values():
+        d.shared, d.shared_inputs = shared, inputs
     risk_generated = np.full(n, -1, dtype=np.int64)
     for i, e in enumerate(examples):
         risk = e.answers.get("risk")
@@ -392,13 +408,13 @@ def rules_sha(settings: Any) -> str:
         return ""
 
 
-def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str,
+def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: str,
            classifier: Callable[[], Any], redis_client: Any = None,
            progress: Callable[[int, int, str], None] | None = None
            ) -> tuple[list[Example], dict[str, int], Counter]:
     """The labelled examples for this run, their sources, and what was left out."""
     cache = ReplayCache(opts.cache_dir or Path(settings.var_dir) / "calibration-cache",
-                        model_sha, prompt_sha)
+                        model_sha, prompt_sha, mode)
     skipped: Counter = Counter()
     if opts.from_file:
         examples, skipped = replay(read_labelled(opts.from_file), "file", cache, classifier,
@@ -435,7 +451,7 @@ def build_meta(calibration: Calibration, data: Dataset, *, version: str, created
         rep = calibration.reports[name]
         head = None
         if m.head is not None:
-            head = HeadInfo(dim=m.head.dim, c=m.head.c,
+            head = HeadInfo(dim=m.head.dim, c=m.head.c, inputs=list(m.inputs),
                             arrays=[f"{name}.{part}" for part in
                                     ("mean", "scale", "coef", "intercept")])
         questions[name] = QuestionEntry(
@@ -493,7 +509,7 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
         redis_client: Any = None, progress: Callable[[int, int, str], None] | None = None
         ) -> Outcome:
     """The whole job. Raises Refused (nothing written) or RecalibrateError (bad input)."""
-    from service.l2.classifier import bundled_model_path, model_sha256
+    from service.l2.classifier import DEFAULT_MODE, bundled_model_path, model_sha256
     from service.l2.prompts import load_prompts
 
     started = time.time()
@@ -513,7 +529,8 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
     log.info("recalibrate_started", source=opts.from_file or "decisions", corpus=opts.corpus,
              folds=opts.folds, min_per_class=opts.min_per_class, model=model.name,
              prompt_sha=prompts.sha[:12])
-    examples, sources, skipped = gather(settings, opts, model.sha256, prompts.sha,
+    # Serving's classifier (Classifier.from_settings) runs the default mode; so does the replay.
+    examples, sources, skipped = gather(settings, opts, model.sha256, prompts.sha, DEFAULT_MODE,
                                         classifier or default_classifier, redis_client,
                                         progress)
     out_dir = opts.out or settings.calibration_dir

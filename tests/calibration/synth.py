@@ -53,5 +53,10 @@ def dataset(n: int = 240, d: int = 16, seed: int = 0, with_features: bool = True
             np.log(np.stack([p := 0.65 + 0.02 * rng.standard_normal(n), 1 - p], axis=1)),
             np.full(n, -1, dtype=np.int64)),
     }
+    if with_features:
+        # head_all's input: this ticket's hidden states at two positions side by side
+        shared = np.concatenate([feats, rng.normal(size=(n, d))], axis=1)
+        for qd in questions.values():
+            qd.shared, qd.shared_inputs = shared, ("risk", "commitment")
     return Dataset(ids=[f"T{i}" for i in range(n)], questions=questions,
                    risk_generated=np.full(n, -1), blocked=np.zeros(n, dtype=bool))

@@ -113,3 +113,21 @@ def test_missing_hidden_state_or_other_options_raise():
     other = _answer("choice", ("green", "red"), {"green": -0.1, "red": -2.0})
     with pytest.raises(CalibrationMismatch, match="options"):
         cal.apply({"risk": other}, {"risk": np.zeros(4)})
+
+
+def test_a_head_on_all_positions_reads_them_in_order():
+    d = 2
+    coef = np.zeros((3, 2 * d))
+    coef[2, d] = 5.0  # the second input's first coordinate -> red
+    head = LinearHead(np.zeros(2 * d), np.ones(2 * d), coef, np.zeros(3), c=1.0)
+    model = QuestionModel("head_all", RISK, "choice", head=head, inputs=("risk", "commitment"))
+    cal = _calibrator({"risk": model})
+    raw = _answer("choice", RISK, {"green": -0.1, "yellow": -3.0, "red": -4.0})
+    feats = {"risk": np.array([0.0, 0.0]), "commitment": np.array([2.0, 0.0])}
+    out = cal.apply({"risk": raw}, feats)["risk"]
+    assert out.method == "head" and out.chosen == "red"
+    swapped = {"risk": feats["commitment"], "commitment": feats["risk"]}
+    assert cal.apply({"risk": raw}, swapped)["risk"].chosen != "red"
+    with pytest.raises(CalibrationMismatch, match="'commitment', which is missing"):
+        cal.apply({"risk": raw}, {"risk": feats["risk"]})
+

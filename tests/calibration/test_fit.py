@@ -81,6 +81,7 @@ def test_a_risk_question_without_signal_is_a_degenerate_fit():
     risk = data.questions["risk"]
     risk.logits[:] = np.array([-0.5, -1.0, -2.0])  # the same answer for every ticket
     risk.features[:] = 1.0
+    risk.shared = None  # no other position to learn from either
     with pytest.raises(Refused, match="risk: degenerate fit"):
         fit_all(data, FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5))
 

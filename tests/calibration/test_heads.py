@@ -78,3 +78,18 @@ def test_inconsistent_shapes_are_refused():
         LinearHead(np.zeros(3), np.ones(3), np.zeros((2, 4)), np.zeros(2), c=1.0)
     with pytest.raises(ValueError, match="non-finite"):
         LinearHead(np.zeros(3), np.ones(3), np.full((2, 3), np.nan), np.zeros(2), c=1.0)
+
+
+def test_wide_features_use_the_row_space_and_give_the_same_head():
+    # 40 rows, 500 features: the fit runs on 40 coordinates and must match the direct fit
+    rng = np.random.default_rng(6)
+    y = rng.integers(0, 3, size=40)
+    x = rng.normal(size=(3, 500))[y] * 0.3 + rng.normal(size=(40, 500))
+    head, _ = _fit_one(x, y, 3, c=0.05)
+    assert head.coef.shape == (3, 500)
+    xs = (x - x.mean(axis=0)) / x.std(axis=0)
+    reference = LogisticRegression(C=0.05, max_iter=10000, tol=1e-10).fit(xs, y)
+    assert np.allclose(head.predict_proba(x), reference.predict_proba(xs), atol=1e-4)
+    fresh = rng.normal(size=(5, 500))
+    fresh_s = (fresh - x.mean(axis=0)) / x.std(axis=0)
+    assert np.allclose(head.predict_proba(fresh), reference.predict_proba(fresh_s), atol=1e-4)
