@@ -112,9 +112,10 @@ def write_report(directory: Path, meta: ArtifactMeta, calibration: Calibration, 
         f"{meta.min_per_class}", "",
         "## How the figures are graded", "",
         "Every figure below is out-of-fold. Per question, the candidate maps (raw softmax, "
-        "temperature, vector scaling, learned head) are compared by k-fold cross-validated NLL "
-        "and the lowest wins; a head's regularisation is itself chosen by an inner "
-        "cross-validation inside each training fold. *After* figures and the *nested* confusion "
+        "temperature, vector scaling, a head on the question's hidden state, a head on every "
+        "question's hidden state) are compared by k-fold cross-validated NLL and the lowest "
+        "wins; a head's regularisation C is the best of its grid on those same folds (so its "
+        "CV NLL is slightly optimistic). *After* figures and the *nested* confusion "
         "matrix come from an outer k-fold that repeats the whole procedure (method choice, "
         "heads, thresholds) without the graded fold, so no ticket is graded by anything "
         "fitted on it. *Before* is the raw probability, which nothing was fitted on. ECE: "
