@@ -23,6 +23,9 @@ from .rubric import DEFAULT_RUBRIC_DIR, RubricError, load_rubric
 
 log = structlog.get_logger()
 
+# An offline job: the deadline only guards against a hung decode. The first call also evaluates
+# the rubric prefix, which took over 120 s for the 1.5B on a loaded 2-core machine.
+JUDGE_TIMEOUT_S = 600.0
 DEFAULT_METHOD = "logits"  # measured against "generated" on the calibration set: docs/audit.md
 
 
@@ -99,7 +102,7 @@ def _judge(settings, args, cache=None) -> Judge:
         raise SystemExit(2) from None
     backend = L2Backend.load(path, sha, rubric.framing, n_threads=settings.n_threads,
                              n_ctx=settings.n_ctx, answer_orders=rubric.answer_orders,
-                             timeout_s=max(120.0, settings.l2_timeout_s))
+                             timeout_s=max(JUDGE_TIMEOUT_S, settings.l2_timeout_s))
     return Judge(backend, rubric, method=args.method, cache=cache)
 
 
