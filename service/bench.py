@@ -44,7 +44,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     report: dict[str, object] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "triage bench " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
-                                               if k in ("json", "tickets") and v),
+                                               if k in ("json", "tickets", "only") and v),
         "machine": machine(),
     }
     if args.only in ("all", "l1"):
