@@ -5,29 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import msgspec
 
+from .machine import describe
 from .settings import PROJECT_ROOT, load_settings
 
 SHARED = Path(os.environ.get("TRIAGE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
-
-
-def machine() -> dict[str, object]:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gib}
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -45,7 +31,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "triage bench " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
                                                if k in ("json", "tickets", "only") and v),
-        "machine": machine(),
+        "machine": describe(),
     }
     if args.only in ("all", "l1"):
         from .l1 import bench as l1_bench

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from .logs import configure_logging
-from .settings import Settings, SettingsError, load_settings
+from .settings import Settings, settings_or_exit
 
 log = structlog.get_logger()
 
@@ -33,13 +32,7 @@ COMMAND_MODULES = (
 
 
 def _settings() -> Settings:
-    try:
-        settings = load_settings()
-    except SettingsError as error:
-        print(f"triage: invalid setting: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    configure_logging(settings.log_level)
-    return settings
+    return settings_or_exit("triage")
 
 
 def _dev_tokens(settings: Settings) -> Settings:

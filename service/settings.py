@@ -182,3 +182,19 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Se
     settings = msgspec.structs.replace(defaults, **values)
     _validate(settings)
     return settings
+
+
+def settings_or_exit(program: str) -> Settings:
+    """For command-line entry points: the settings, with logging configured, or one line on
+    stderr naming the variable at fault and exit status 2."""
+    import sys
+
+    from .logs import configure_logging
+
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        print(f"{program}: invalid setting: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(settings.log_level)
+    return settings

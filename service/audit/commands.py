@@ -30,16 +30,9 @@ DEFAULT_METHOD = "logits"  # measured against "generated" on the calibration set
 
 
 def _settings():
-    from ..logs import configure_logging
-    from ..settings import SettingsError, load_settings
+    from ..settings import settings_or_exit
 
-    try:
-        settings = load_settings()
-    except SettingsError as error:
-        print(f"triage audit: invalid setting: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    configure_logging(settings.log_level)
-    return settings
+    return settings_or_exit("triage audit")
 
 
 def _audit_dir(settings) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import shlex
 import sys
 import time
@@ -45,6 +44,7 @@ from service.calibration.fit import (
     label_index,
 )
 from service.keys import Keys
+from service.machine import summary as machine_summary
 from service.results import (
     RED_FLAGS,
     Answer,
@@ -384,19 +384,6 @@ class Outcome:
     calibration: Calibration
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), " \
-           f"Python {platform.python_version()}"
-
-
 def rules_sha(settings: Any) -> str:
     """The L1 rule pack's hash, recorded for provenance (thresholds are fitted on L2 alone)."""
     try:
@@ -473,7 +460,7 @@ def build_meta(calibration: Calibration, data: Dataset, *, version: str, created
         green=final.green, red=final.red, yellow=final.yellow,
         evaluation=Evaluation(nested=calibration.nested, selection=final.selection,
                               raw_default=calibration.raw_default),
-        machine=machine(), elapsed_s=round(elapsed_s, 1))
+        machine=machine_summary(), elapsed_s=round(elapsed_s, 1))
 
 
 def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: str | Path, *,
