@@ -71,8 +71,6 @@ def _decide(api, ticket_id, level, flags):
 
 # A clean clone has no replay cache: the first run replays the dev set (minutes on 2 cores).
 @pytest.mark.timeout(3600)
-@pytest.mark.skip(reason="failed in the last session's final run (cause not read before the stop); "
-                  "re-enable once the bundled artifact and the replay cache are settled")
 def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classifier, tmp_path):
     cal_dir = tmp_path / "calibration"
     # a generous L2 timeout: a busy 2-core machine must not turn a ticket into "unavailable"
@@ -114,7 +112,8 @@ def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classi
             if answer["method"] == "generated":
                 continue  # low coverage: constrained generation is never calibrated
             assert answer["calibrated"] is True, name
-            assert answer["method"] == ("head" if entry.method == "head" else "logits")
+            assert answer["method"] == ("head" if entry.method in ("head", "head_all")
+                                        else "logits")
             assert answer["raw_probabilities"] is not None
             assert sum(answer["probabilities"].values()) == pytest.approx(1.0)
         assert REGISTRY.get_sample_value("triage_calibration_stale") == 0
