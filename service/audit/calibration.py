@@ -72,6 +72,7 @@ class CalibrationRecord(msgspec.Struct, frozen=True, kw_only=True):
     # judge that does not beat that baseline has learnt the set's composition, not the tickets.
     green_kappa: float | None = None
     baseline_kappa: float | None = None
+    cases: list[CaseResult] = []  # every judged case with its probabilities (threshold studies)
 
 
 class GatingState(msgspec.Struct, frozen=True):
@@ -161,7 +162,8 @@ def calibrate(
         date=dt.datetime.fromtimestamp(created, dt.UTC).isoformat(timespec="seconds"),
         created_at=created, elapsed_s=round(time.perf_counter() - started, 2),
         disagreements=[r for r in results if r.human_verdict != r.judge_verdict],
-        unjudged=unjudged, green_kappa=green_kappa, baseline_kappa=baseline_kappa)
+        unjudged=unjudged, green_kappa=green_kappa, baseline_kappa=baseline_kappa,
+        cases=results)
     return record, results
 
 

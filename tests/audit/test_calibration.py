@@ -79,6 +79,8 @@ def test_record_round_trips_and_names_model_rubric_date(tmp_path: Path) -> None:
     assert record.judge_model_sha256 == "a" * 64
     assert record.rubric_sha256 == rubric.sha256
     assert record.date.endswith("+00:00")
+    assert len(record.cases) == record.n
+    assert all(set(c.p_fail) for c in record.cases)
     assert load_record(tmp_path / "missing.json") is None
 
 
