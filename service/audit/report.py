@@ -103,6 +103,11 @@ def render_markdown(report: AuditReport) -> str:
         "",
         "## False greens",
         "",
+    ]
+    if not gate.gating:
+        lines += ["*Indicative only: the judge has not earned gating, so these are its opinions, "
+                  "not findings.*", ""]
+    lines += [
         f"{fg.false_greens} of {fg.greens_judged} audited greens needed a person: rate "
         f"**{_pct(fg.rate)}**, Wilson 95 % [{_pct(fg.low)}, {_pct(fg.high)}].",
         f"Greens were {fg.window_greens} of {fg.window_total} finished tickets in the window; "
