@@ -111,6 +111,7 @@ def test_audit_run_gating_queues_reports_and_publishes_state(redis_client, prefi
     json_path, md_path = write_report(report, tmp_path / "audit")
     assert json_path.name == "audit-19700101T001640Z.json"
     assert "Wilson 95 %" in md_path.read_text() and "T-refund" in render_markdown(report)
+    assert "Indicative only" not in md_path.read_text()
 
     # Second run: every verdict comes from the Redis cache, the model is not asked again.
     calls = len(backend.calls)
@@ -132,6 +133,7 @@ def test_audit_run_without_gating_only_lists_indicative(redis_client, prefix,
     assert redis_client.zcard(keys.queue("audit")) == 0
     assert redis_client.hget(keys.audit_state, "gating") == b"0.0"
     assert "indicative" in render_markdown(report)
+    assert "Indicative only" in render_markdown(report)
 
 
 def test_operator_verdicts_on_audited_tickets_join_the_calibration_set(
