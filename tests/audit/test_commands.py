@@ -50,3 +50,30 @@ def test_limit_spreads_over_every_kind() -> None:
     assert len(subset) == 12 and len({c.id for c in subset}) == 12
     assert {c.human_verdict for c in subset} == {"acceptable", "unacceptable"}
     assert spread(cases, 500) == cases
+
+
+def test_judge_model_resolution(tmp_path: Path) -> None:
+    import hashlib
+
+    import pytest
+
+    from service.audit.backend import resolve_judge_model
+    from service.model_fetch import ModelError
+    from service.settings import load_settings
+
+    gguf = tmp_path / "judge.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 60)
+    digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    settings = load_settings({}, model_dir=str(tmp_path), judge_model_path=str(gguf))
+    assert resolve_judge_model(settings) == (gguf, digest)  # TRIAGE_JUDGE_MODEL_PATH
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + b"\1" * 60)
+    assert resolve_judge_model(settings, str(other))[0] == other  # --judge-model wins
+    with pytest.raises(ModelError, match="judge model"):
+        resolve_judge_model(settings, str(tmp_path / "missing.gguf"))
+    # No judge configured: the classifier's model (here TRIAGE_MODEL_PATH).
+    classifier = load_settings({}, model_dir=str(tmp_path), model_path=str(other))
+    assert resolve_judge_model(classifier)[0] == other
+    # A bundled size that is not fetched into this folder says how to fetch it.
+    with pytest.raises(ModelError, match="fetch-model --size 1.5b"):
+        resolve_judge_model(settings, "1.5b")
