@@ -44,9 +44,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report["l2"] = l2_bench.run(settings, tickets)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
+    report = keep_other_sections(out, report, args.only)
     out.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
     print(out.read_text())
     return 0
+
+
+def keep_other_sections(out: Path, report: dict, only: str) -> dict:
+    """With --only, the section not re-measured is kept from the existing file, under its own
+    created_at, command and machine, so the file never mixes two runs without saying so."""
+    if only == "all" or not out.exists():
+        return report
+    try:
+        previous = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return report
+    other = "l2" if only == "l1" else "l1"
+    if isinstance(previous, dict) and other in previous:
+        kept = dict(previous[other])
+        for key in ("created_at", "command", "machine"):
+            kept.setdefault(key, previous.get(key))
+        report[other] = kept
+    return report
 
 
 def register(subparsers) -> None:

@@ -47,6 +47,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     prompts_dir: str = str(PROJECT_ROOT / "prompts")  # TRIAGE_PROMPTS_DIR
     rules_dir: str = str(PROJECT_ROOT / "rules")  # TRIAGE_RULES_DIR
     calibration_dir: str = str(PROJECT_ROOT / "calibration")  # TRIAGE_CALIBRATION_DIR
+    # below this many labels in a class, `triage recalibrate` refuses rather than fit noise
+    calibration_min_per_class: int = 15  # TRIAGE_CALIBRATION_MIN_PER_CLASS
     # --- queueing and the worker
     stream_max_len: int = 10_000  # TRIAGE_STREAM_MAX: backlog above which ingest answers 429
     retry_after_s: int = 5  # TRIAGE_RETRY_AFTER_S: Retry-After sent with 429
@@ -94,6 +96,7 @@ ENV: dict[str, str] = {
     "prompts_dir": "TRIAGE_PROMPTS_DIR",
     "rules_dir": "TRIAGE_RULES_DIR",
     "calibration_dir": "TRIAGE_CALIBRATION_DIR",
+    "calibration_min_per_class": "TRIAGE_CALIBRATION_MIN_PER_CLASS",
     "stream_max_len": "TRIAGE_STREAM_MAX",
     "retry_after_s": "TRIAGE_RETRY_AFTER_S",
     "claim_idle_ms": "TRIAGE_CLAIM_IDLE_MS",

@@ -44,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="option orders averaged for the risk question (default: prompts/)")
     parser.add_argument("--mode", choices=("parallel", "rewind", "fused"), default="",
                         help="how questions share the ticket's KV (default: parallel)")
+    parser.add_argument("--calibration", default="", metavar="ARTIFACT",
+                        help="apply this calibration artifact (a directory under "
+                             "TRIAGE_CALIBRATION_DIR); default: raw logits and default thresholds. "
+                             "Grading an artifact on the tickets it was trained on flatters it.")
     parser.add_argument("--analysis", action="store_true",
                         help="add the option-order study and a threshold sweep (tune half -> "
                              "holdout half) under the key 'analysis'")

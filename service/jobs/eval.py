@@ -17,41 +17,10 @@ from typing import Any
 
 import msgspec
 
+from service.labelled import LEVELS, LabelledFileError, LabelledTicket, read_labelled
 from service.results import LEVEL_ORDER, RED_FLAGS, Answer, max_level, ticket_text
 
-LEVELS = ("green", "yellow", "red")
 N_BINS = 15
-
-
-class LabelledTicket(msgspec.Struct, forbid_unknown_fields=True):
-    """One record of the policy's labelled format."""
-
-    id: str
-    body: str
-    risk: str
-    subject: str | None = None
-    language: str = ""
-    flags: dict[str, bool] = {}
-    category: str | None = None
-    urgency: int | None = None
-    note: str | None = None
-
-
-def load_records(path: str | Path) -> list[LabelledTicket]:
-    """Read and validate a labelled JSONL; errors name the line."""
-    records = []
-    decoder = msgspec.json.Decoder(LabelledTicket)
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = decoder.decode(line)
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"{path}:{number}: {exc}") from None
-        if record.risk not in LEVELS:
-            raise ValueError(f"{path}:{number}: risk must be one of {LEVELS}, got {record.risk!r}")
-        records.append(record)
-    return records
 
 
 # ---------------------------------------------------------------------- pure metric maths
@@ -467,7 +436,11 @@ def main(args: Any, settings: Any) -> int:
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         print(table(report))
         return 0
-    records = load_records(args.data)
+    try:
+        records = read_labelled(args.data)
+    except LabelledFileError as error:
+        print(f"triage eval: {error}", file=sys.stderr)
+        return 2
     if args.limit:
         records = records[: args.limit]
     kwargs = {}
@@ -478,6 +451,11 @@ def main(args: Any, settings: Any) -> int:
     from service.l2 import Classifier
 
     classifier = Classifier.from_settings(settings, **kwargs)
+    if getattr(args, "calibration", ""):
+        calibrator = load_calibration(args.calibration, classifier)
+        if calibrator is None:
+            return 2
+        classifier.set_calibrator(calibrator)
 
     partial = Path(args.rows).open("w", encoding="utf-8") if args.rows else None
 
@@ -503,6 +481,26 @@ def main(args: Any, settings: Any) -> int:
         save_features(args.features, features)
     print(table(report))
     return 0
+
+
+def load_calibration(path: str, classifier: Any) -> Any:
+    """The artifact at `path`, or None (after saying why) when it is unreadable or was made for
+    another model or prompt: its heads would read hidden states they were not trained on."""
+    from service.calibration.artifact import ArtifactError, load_artifact
+
+    try:
+        calibrator = load_artifact(path)
+    except ArtifactError as error:
+        print(f"triage eval: calibration artifact {path}: {error}", file=sys.stderr)
+        return None
+    mismatched = [name for name, mine, theirs in (
+        ("model sha256", classifier.model_info.sha256, calibrator.model_sha),
+        ("prompt_sha", classifier.prompt_sha, calibrator.prompt_sha)) if mine != theirs]
+    if mismatched:
+        print(f"triage eval: calibration artifact {path} is stale for this classifier "
+              f"(different {', '.join(mismatched)}); re-run `triage recalibrate`", file=sys.stderr)
+        return None
+    return calibrator
 
 
 def save_features(path: str | Path, features: dict[str, list]) -> None:

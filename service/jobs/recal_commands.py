@@ -28,6 +28,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         command_line,
         run,
     )
+    from service.labelled import LabelledFileError
     from service.logs import configure_logging
     from service.settings import SettingsError, load_settings
 
@@ -39,8 +40,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level)
     min_per_class = args.min_per_class
     if min_per_class is None:
-        # TRIAGE_CALIBRATION_MIN_PER_CLASS once the lead adds the setting; 15 until then.
-        min_per_class = getattr(settings, "calibration_min_per_class", 15)
+        min_per_class = settings.calibration_min_per_class
     corpus = args.corpus
     if corpus is None:
         # The dev set is the starting corpus where it exists; elsewhere decisions stand alone.
@@ -60,7 +60,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         print(f"triage recalibrate: refused: {exc}. Nothing was written; the current artifact "
               f"in {out} is untouched.", file=sys.stderr)
         return 3
-    except RecalibrateError as exc:
+    except (RecalibrateError, LabelledFileError) as exc:
         print(f"triage recalibrate: {exc}", file=sys.stderr)
         return 2
     meta = outcome.meta

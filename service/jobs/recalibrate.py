@@ -44,6 +44,7 @@ from service.calibration.fit import (
     label_index,
 )
 from service.keys import Keys
+from service.labelled import LEVELS, LabelledTicket, read_labelled
 from service.machine import summary as machine_summary
 from service.results import (
     RED_FLAGS,
@@ -58,56 +59,10 @@ from service.results import (
 log = structlog.get_logger()
 
 DEFAULT_CORPUS = "/work/shared/data/tickets/dev.jsonl"
-LEVELS = ("green", "yellow", "red")
 
 
 class RecalibrateError(Exception):
     """Input the job cannot use (a malformed labelled file, no model); the message says where."""
-
-
-# ------------------------------------------------------------------------------ labelled files
-class LabelledRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One line of the risk policy's labelled format (docs: risk-policy.md)."""
-
-    id: str
-    body: str
-    risk: str
-    flags: dict[str, bool]
-    subject: str | None = None
-    language: str | None = None
-    category: str | None = None
-    urgency: int | None = None
-    note: str | None = None  # for people; never read by code
-
-
-def read_labelled(path: str | Path) -> list[LabelledRecord]:
-    """Parse and check a labelled JSONL; errors name the file and line."""
-    decoder = msgspec.json.Decoder(LabelledRecord)
-    records: list[LabelledRecord] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise RecalibrateError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            rec = decoder.decode(line)
-        except msgspec.DecodeError as exc:
-            raise RecalibrateError(f"{where}: {exc}") from None
-        if rec.risk not in LEVELS:
-            raise RecalibrateError(f"{where}: risk must be one of {LEVELS}, got {rec.risk!r}")
-        unknown = set(rec.flags) - set(RED_FLAGS)
-        if unknown:
-            raise RecalibrateError(f"{where}: unknown flags {sorted(unknown)}")
-        if any(rec.flags.values()) and rec.risk != "red":
-            raise RecalibrateError(f"{where}: a red flag is set but risk is {rec.risk!r} "
-                                   "(the policy: any flag true means red)")
-        if rec.urgency is not None and not 0 <= rec.urgency <= 5:
-            raise RecalibrateError(f"{where}: urgency must be 0..5, got {rec.urgency}")
-        records.append(rec)
-    return records
 
 
 # ------------------------------------------------------------------------------ examples
@@ -128,7 +83,7 @@ def text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def labels_from_record(rec: LabelledRecord) -> dict[str, Any]:
+def labels_from_record(rec: LabelledTicket) -> dict[str, Any]:
     labels: dict[str, Any] = {"risk": rec.risk, "category": rec.category, "urgency": rec.urgency}
     for flag in RED_FLAGS:
         labels[flag] = rec.flags.get(flag, False if rec.risk != "red" else None)
@@ -191,7 +146,7 @@ class ReplayCache:
         os.replace(tmp, self._path(sha))
 
 
-def replay(records: Iterable[LabelledRecord], source: str, cache: ReplayCache,
+def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
            classifier: Callable[[], Any], timeout_s: float = 300.0,
            progress: Callable[[int, int, str], None] | None = None
            ) -> tuple[list[Example], Counter]:

@@ -15,14 +15,13 @@ from service.calibration.fit import FitConfig, Refused
 from service.jobs import recal_commands
 from service.jobs.recalibrate import (
     Options,
-    RecalibrateError,
     collect_decisions,
     fit_and_write,
-    read_labelled,
     run,
 )
 from service.keys import Keys
 from service.l2.classifier import bundled_model_path, model_sha256
+from service.labelled import LabelledFileError, read_labelled
 from service.results import RED_FLAGS, ModelInfo
 from tests.calibration import stored
 from tests.support import make_settings
@@ -43,13 +42,13 @@ def _record(**overrides):
 def test_labelled_file_errors_name_the_line(tmp_path):
     path = tmp_path / "l.jsonl"
     path.write_text(_record() + "\n\n" + _record(risk="green") + "\n")
-    with pytest.raises(RecalibrateError, match=r"l.jsonl:3: a red flag is set but risk"):
+    with pytest.raises(LabelledFileError, match=r"l.jsonl:3: a red flag is set but risk"):
         read_labelled(path)
     path.write_text(_record(risk="orange") + "\n")
-    with pytest.raises(RecalibrateError, match=r":1: risk must be one of"):
+    with pytest.raises(LabelledFileError, match=r":1: risk must be one of"):
         read_labelled(path)
     path.write_text(_record(extra=1) + "\n")
-    with pytest.raises(RecalibrateError, match=r":1: .*unknown field"):
+    with pytest.raises(LabelledFileError, match=r":1: .*unknown field"):
         read_labelled(path)
     path.write_text(_record() + "\n")
     assert read_labelled(path)[0].flags["commitment"] is True

@@ -6,11 +6,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from service.jobs.eval import load_records
+from service.labelled import read_labelled
 from service.results import RED_FLAGS
 
 CORPUS = Path(__file__).resolve().parents[2] / "loadtest" / "data" / "prompt_injection.jsonl"
-RECORDS = load_records(CORPUS)  # the policy's labelled format, unknown fields refused
+RECORDS = read_labelled(CORPUS)  # the policy's labelled format, unknown fields refused
 
 
 def test_size_languages_and_techniques():

@@ -9,6 +9,7 @@ import pytest
 
 from service.jobs import eval as ev
 from service.l2.decision import Thresholds
+from service.labelled import LabelledFileError, LabelledTicket, read_labelled
 
 OUT_KEYS = {"n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall",
             "category_accuracy", "ece_risk", "confusion", "per_language", "l1_only", "l2_only",
@@ -113,11 +114,11 @@ def test_relevel_with_one_option_order():
     assert ev.relevel(rows, Thresholds(), variant="risk")[0]["l2"] == "green"
 
 
-def test_load_records_names_the_bad_line(tmp_path):
+def test_read_labelled_names_the_bad_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "A", "body": "x", "risk": "green"}\n{"id": "B", "body": "x"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:2"):
-        ev.load_records(path)
+    with pytest.raises(LabelledFileError, match=r"bad.jsonl:2"):
+        read_labelled(path)
 
 
 @pytest.mark.model
@@ -125,10 +126,10 @@ def test_eval_end_to_end_on_two_tickets(tmp_path):
     from service.settings import load_settings
     from tests.l2.support import shared_classifier
 
-    records = [ev.LabelledTicket(id="E-1", language="en", subject="Export",
+    records = [LabelledTicket(id="E-1", language="en", subject="Export",
                                  body="How do I export my invoices as PDF?", risk="green",
                                  category="billing"),
-               ev.LabelledTicket(id="E-2", language="en", subject="Delete",
+               LabelledTicket(id="E-2", language="en", subject="Delete",
                                  body="Delete my account and all of its data today.",
                                  risk="red", category="account",
                                  flags={"destructive_or_access": True})]
@@ -183,3 +184,41 @@ def test_permutation_study_compares_one_order_with_the_average():
 ])
 def test_auc(scores, labels, expected):
     assert ev.auc(scores, labels) == expected
+
+
+class _Identity:
+    """Stands in for the classifier: `load_calibration` reads only its model sha and prompt sha."""
+
+    def __init__(self, model_sha: str, prompt_sha: str) -> None:
+        self.model_info = type("Info", (), {"sha256": model_sha})()
+        self.prompt_sha = prompt_sha
+
+
+def _bundled_artifact():
+    from service.settings import PROJECT_ROOT
+
+    found = sorted(p for p in (PROJECT_ROOT / "calibration").iterdir() if (p / "artifact.json").exists())
+    assert found, "the bundled calibration artifact is missing"
+    return found[-1], json.loads((found[-1] / "artifact.json").read_text())
+
+
+def test_eval_calibration_loads_the_artifact_made_for_this_model_and_prompt(capsys):
+    path, meta = _bundled_artifact()
+    calibrator = ev.load_calibration(str(path), _Identity(meta["model"]["sha256"], meta["prompt_sha"]))
+    assert calibrator is not None
+    assert calibrator.prompt_sha == meta["prompt_sha"]
+    assert calibrator.thresholds.green == pytest.approx(meta["thresholds"]["green"])
+
+
+@pytest.mark.parametrize("stale", ["model", "prompt"])
+def test_eval_calibration_refuses_a_stale_artifact(capsys, stale):
+    path, meta = _bundled_artifact()
+    model_sha = "0" * 64 if stale == "model" else meta["model"]["sha256"]
+    prompt_sha = "0" * 64 if stale == "prompt" else meta["prompt_sha"]
+    assert ev.load_calibration(str(path), _Identity(model_sha, prompt_sha)) is None
+    assert "stale" in capsys.readouterr().err
+
+
+def test_eval_calibration_names_an_unreadable_artifact(tmp_path, capsys):
+    assert ev.load_calibration(str(tmp_path), _Identity("a", "b")) is None
+    assert str(tmp_path) in capsys.readouterr().err
