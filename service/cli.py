@@ -222,6 +222,16 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_settings(args: argparse.Namespace) -> int:
+    from .settings import effective
+
+    rows = effective(_settings())
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        print(f"{name:<{width}}  {value}" + ("" if source == "env" else "  (default)"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="triage", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -236,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--size", choices=("0.5b", "1.5b"), default="0.5b")
     fetch.add_argument("--dir", default="", help="target folder (default TRIAGE_MODEL_DIR)")
     fetch.set_defaults(func=cmd_fetch_model)
+    sub.add_parser("settings", help="print every setting this process would run with "
+                                     "(secrets masked)").set_defaults(func=cmd_settings)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(sub)
     return parser

@@ -187,6 +187,39 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Se
     return settings
 
 
+SECRETS = frozenset({"ingest_tokens", "operator_tokens", "callback_secret"})
+
+
+def effective(settings: Settings, environ: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(variable, value, "env" or "default") for every setting, secrets masked: what
+    `triage settings` prints for whoever has to find out what a process is running with."""
+    env = os.environ if environ is None else environ
+    rows = []
+    for field, name in ENV.items():
+        value = getattr(settings, field)
+        if field in SECRETS:
+            shown = f"<{len(value)} set>" if isinstance(value, tuple) else ("<set>" if value else "")
+        elif field == "redis_url":
+            shown = _without_password(value)
+        elif isinstance(value, tuple):
+            shown = ",".join(value)
+        else:
+            shown = str(value)
+        rows.append((name, shown, "env" if name in env else "default"))
+    return rows
+
+
+def _without_password(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{parts.hostname}"
+                                     + (f":{parts.port}" if parts.port else "")))
+
+
 def settings_or_exit(program: str) -> Settings:
     """For command-line entry points: the settings, with logging configured, or one line on
     stderr naming the variable at fault and exit status 2."""

@@ -75,9 +75,12 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
 
     classifier.classify(texts[0])  # warm-up, not counted (first-call allocations)
     logits_ms, rewind_ms, other_ms, first_ms, no_team_ms, json_ms = [], [], [], [], [], []
+    json_answers_ms: list[float] = []
     tokens, ticket_tokens, json_tokens, max_diff = [], [], [], []
     first_only = {"risk": questions["risk"]}
     without_team = {k: v for k, v in questions.items() if k != "team"}
+    # The old path answers risk and category (plus free text): the like-for-like comparison.
+    json_answers = {k: questions[k] for k in ("risk", "category")}
     for text in texts:
         started = time.perf_counter()
         out = classifier.classify(text)
@@ -98,6 +101,7 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
         first_ms.append(ms)
         ticket_tokens.append(first.tokens_evaluated - first.suffix_tokens.get("risk", 0))
         no_team_ms.append(timed(text, without_team)[0])
+        json_answers_ms.append(timed(text, json_answers, mode=classifier.mode)[0])
         ms, n_json = _json_path(classifier, text)
         json_ms.append(ms)
         json_tokens.append(n_json)
@@ -107,6 +111,7 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
     extra = ((logits_med - first_med) / (n_variants - 1)
              if logits_med is not None and first_med is not None and n_variants > 1 else None)
     json_med = _median(json_ms)
+    json_answers_med = _median(json_answers_ms)
     team_suffix = len(_suffix_tokens(classifier, "team"))
     return {
         "model": classifier.model_info.name,
@@ -118,6 +123,12 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
         "logits_ms_median": logits_med,
         "json_ms_median": json_med,
         "ratio": (json_med / logits_med) if json_med and logits_med else None,
+        "same_answers_as_json": {
+            "questions": list(json_answers),
+            "logits_ms_median": json_answers_med,
+            "ratio": (json_med / json_answers_med) if json_med and json_answers_med else None,
+        },
+        "suffix_tokens": {name: len(_suffix_tokens(classifier, name)) for name in questions},
         "first_question_ms": first_med,
         "extra_question_ms": extra,
         "extra_question_share": (extra / first_med) if extra is not None and first_med else None,

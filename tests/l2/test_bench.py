@@ -21,3 +21,10 @@ def test_bench_section_on_one_ticket():
     assert section["json_generated_tokens_median"] > 10  # the old path really generated JSON
     assert section["kv_sharing"]["max_probability_difference_vs_rewind"] < 0.05
     assert section["team_question"]["suffix_tokens"] > 0
+    assert section["suffix_tokens"]["team"] == section["team_question"]["suffix_tokens"]
+    # tokens per ticket = ticket tokens + every question's suffix, nothing more
+    assert section["tokens_per_ticket_median"] == (section["ticket_tokens_median"]
+                                                   + sum(section["suffix_tokens"].values()))
+    like_for_like = section["same_answers_as_json"]
+    assert like_for_like["questions"] == ["risk", "category"]
+    assert 0 < like_for_like["logits_ms_median"] < section["logits_ms_median"]

@@ -41,3 +41,20 @@ def test_invalid_setting_stops_startup_with_one_line():
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "TRIAGE_PORT" in lines[0]
+
+
+def test_effective_lists_every_variable_and_masks_secrets():
+    from service.settings import ENV, effective, load_settings
+
+    env = {"TRIAGE_INGEST_TOKENS": "ing_aaaaaaaaaaaaaaaaaaaa,ing_bbbbbbbbbbbbbbbbbbbb",
+           "TRIAGE_CALLBACK_SECRET": "s3cret-value", "REDIS_URL": "redis://app:hunter2@cache:6380/0",
+           "TRIAGE_PORT": "8010"}
+    rows = {name: (value, source) for name, value, source in effective(load_settings(env), env)}
+    assert set(rows) == set(ENV.values())
+    assert rows["TRIAGE_INGEST_TOKENS"] == ("<2 set>", "env")
+    assert rows["TRIAGE_CALLBACK_SECRET"] == ("<set>", "env")
+    assert rows["REDIS_URL"] == ("redis://app:***@cache:6380/0", "env")
+    assert rows["TRIAGE_PORT"] == ("8010", "env")
+    assert rows["TRIAGE_N_CTX"] == ("4096", "default")
+    printed = " ".join(value for value, _ in rows.values())
+    assert "hunter2" not in printed and "s3cret" not in printed and "ing_a" not in printed
