@@ -45,9 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", choices=("parallel", "rewind", "fused"), default="",
                         help="how questions share the ticket's KV (default: parallel)")
     parser.add_argument("--calibration", default="", metavar="ARTIFACT",
-                        help="apply this calibration artifact (a directory under "
-                             "TRIAGE_CALIBRATION_DIR); default: raw logits and default thresholds. "
-                             "Grading an artifact on the tickets it was trained on flatters it.")
+                        help="calibration artifact to apply: a directory, or 'none' for raw "
+                             "logits and default thresholds (default: the artifact the worker "
+                             "would load from TRIAGE_CALIBRATION_DIR). Grading an artifact on the "
+                             "tickets it was trained on flatters it.")
     parser.add_argument("--analysis", action="store_true",
                         help="add the option-order study and a threshold sweep (tune half -> "
                              "holdout half) under the key 'analysis'")

@@ -451,9 +451,11 @@ def main(args: Any, settings: Any) -> int:
     from service.l2 import Classifier
 
     classifier = Classifier.from_settings(settings, **kwargs)
-    if getattr(args, "calibration", ""):
-        calibrator = load_calibration(args.calibration, classifier)
-        if calibrator is None:
+    choice = getattr(args, "calibration", "") or ""
+    if choice.lower() != "none":
+        calibrator = (load_calibration(choice, classifier) if choice
+                      else served_calibration(settings, classifier))
+        if calibrator is None and choice:
             return 2
         classifier.set_calibrator(calibrator)
 
@@ -474,6 +476,8 @@ def main(args: Any, settings: Any) -> int:
     finally:
         if partial is not None:
             partial.close()
+    calibrator = classifier.calibrator
+    report["calibration"] = calibrator.version if calibrator is not None else None
     if getattr(args, "analysis", False):
         report["analysis"] = analysis(rows)
     Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -481,6 +485,17 @@ def main(args: Any, settings: Any) -> int:
         save_features(args.features, features)
     print(table(report))
     return 0
+
+
+def served_calibration(settings: Any, classifier: Any) -> Any:
+    """The artifact a worker with these settings would load (None: it would serve raw logits)."""
+    from service.calibration.loader import load_latest
+
+    outcome = load_latest(settings.calibration_dir, classifier.model_info.sha256,
+                          classifier.prompt_sha)
+    where = outcome.calibrator.path if outcome.calibrator is not None else "none (raw logits)"
+    print(f"triage eval: calibration: {where}", file=sys.stderr)
+    return outcome.calibrator
 
 
 def load_calibration(path: str, classifier: Any) -> Any:

@@ -222,3 +222,17 @@ def test_eval_calibration_refuses_a_stale_artifact(capsys, stale):
 def test_eval_calibration_names_an_unreadable_artifact(tmp_path, capsys):
     assert ev.load_calibration(str(tmp_path), _Identity("a", "b")) is None
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_eval_defaults_to_the_artifact_the_worker_would_load(tmp_path, capsys):
+    from tests.support import make_settings
+
+    path, meta = _bundled_artifact()
+    identity = _Identity(meta["model"]["sha256"], meta["prompt_sha"])
+    served = ev.served_calibration(make_settings("evalcal", calibration_dir=str(path.parent)), identity)
+    assert served is not None and served.version == meta["version"]
+    # another model: the worker would serve raw logits, and so does eval
+    other = _Identity("0" * 64, meta["prompt_sha"])
+    assert ev.served_calibration(make_settings("evalcal", calibration_dir=str(path.parent)), other) is None
+    assert ev.served_calibration(make_settings("evalcal", calibration_dir=str(tmp_path)), identity) is None
+    assert "none (raw logits)" in capsys.readouterr().err
