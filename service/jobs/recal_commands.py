@@ -97,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="cross-validation folds (default 5)")
     parser.add_argument("--min-per-class", metavar="N", type=_positive(1), default=None,
                         help="refuse below N labels in any class of risk or a red flag; "
-                             "category/urgency below N are left uncalibrated (default 15)")
+                             "category/urgency below N are left uncalibrated "
+                             "(default TRIAGE_CALIBRATION_MIN_PER_CLASS, 15)")
     parser.add_argument("--corpus", metavar="FILE.jsonl", default=None,
                         help="labelled starting corpus replayed and joined with the decisions "
                              "(default: the dev set when present; '' for none; ignored with "
