@@ -93,6 +93,24 @@ def halves(rows: list[dict], key: str = "truth") -> tuple[set[str], set[str]]:
     return tune, holdout
 
 
+def write_halves(path: str | Path, out_dir: str | Path) -> tuple[Path, Path]:
+    """Split a labelled JSONL into <stem>-tune.jsonl and <stem>-holdout.jsonl with `halves`
+    (lines copied byte for byte), so a calibration can be trained on one half and graded on the
+    other. Returns the two paths."""
+    path, out = Path(path), Path(out_dir)
+    records = read_labelled(path)
+    tune, _ = halves([{"id": r.id, "truth": r.risk} for r in records])
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, keep in (("tune", True), ("holdout", False)):
+        target = out / f"{path.stem}-{name}.jsonl"
+        target.write_text("".join(line + "\n" for line, r in zip(lines, records, strict=True)
+                                  if (r.id in tune) == keep), encoding="utf-8")
+        written.append(target)
+    return written[0], written[1]
+
+
 def risk_ece(rows: list[dict]) -> float | None:
     """Top-label ECE of L2's risk distribution against the true risk (logits rows only)."""
     conf, ok = [], []

@@ -236,3 +236,18 @@ def test_eval_defaults_to_the_artifact_the_worker_would_load(tmp_path, capsys):
     assert ev.served_calibration(make_settings("evalcal", calibration_dir=str(path.parent)), other) is None
     assert ev.served_calibration(make_settings("evalcal", calibration_dir=str(tmp_path)), identity) is None
     assert "none (raw logits)" in capsys.readouterr().err
+
+
+def test_write_halves_splits_each_label_evenly_and_copies_lines(tmp_path):
+    lines = [json.dumps({"id": f"T-{i:02d}", "body": f"ticket {i}", "risk": risk})
+             for i, risk in enumerate(["green"] * 4 + ["yellow"] * 3 + ["red"] * 2)]
+    source = tmp_path / "dev.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tune, holdout = ev.write_halves(source, tmp_path / "out")
+    assert (tune.name, holdout.name) == ("dev-tune.jsonl", "dev-holdout.jsonl")
+    tune_lines = tune.read_text().splitlines()
+    holdout_lines = holdout.read_text().splitlines()
+    assert sorted(tune_lines + holdout_lines) == sorted(lines)
+    assert [json.loads(x)["risk"] for x in tune_lines].count("green") == 2
+    assert [json.loads(x)["risk"] for x in tune_lines].count("yellow") == 2  # dealt tune first
+    assert [json.loads(x)["risk"] for x in holdout_lines].count("red") == 1
