@@ -440,21 +440,28 @@ class Runner:
             self._decode(entries, deadline=deadline)
             state = State(prefix=prefix, seq=self._state_seq, n_past=n_past,
                           tokens_evaluated=len(tokens))
-            last = [(suffixes[n][-1], n_past + len(suffixes[n]) - 1, seqs[n], True)
-                    for n in names]
-            idx = self._decode(last, embeddings=True, deadline=deadline)
-            out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]))
-                   for n, i in zip(names, idx, strict=True)}
-            for n in names:
-                if self._opened_thinking(out[n]):
-                    out[n] = self._close_thinking(seqs[n], n_past + len(suffixes[n]), out[n],
-                                                  deadline)
+            out = self._read_answers(suffixes, seqs, n_past, deadline)
         except Exception:
             self.close_state()
             raise
         for seq in seqs.values():
             self._rm(seq)
         return state, out
+
+    def _read_answers(self, suffixes: dict[str, list[int]], seqs: dict[str, int], n_past: int,
+                      deadline: float | None) -> dict[str, Readout]:
+        """Decode each suffix's last token (its answer position) in one batch with embeddings
+        on: the logits and the hidden state there, from the same pass. Every other suffix
+        token must already be in its sequence, which starts after `n_past` shared tokens."""
+        names = list(suffixes)
+        last = [(suffixes[n][-1], n_past + len(suffixes[n]) - 1, seqs[n], True) for n in names]
+        idx = self._decode(last, embeddings=True, deadline=deadline)
+        out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]))
+               for n, i in zip(names, idx, strict=True)}
+        for n in names:
+            if self._opened_thinking(out[n]):
+                out[n] = self._close_thinking(seqs[n], n_past + len(suffixes[n]), out[n], deadline)
+        return out
 
     def _ask_parallel(self, state: State, suffixes: dict[str, list[int]],
                       deadline: float | None) -> dict[str, Readout]:
@@ -472,16 +479,7 @@ class Runner:
                     for n in names for i, t in enumerate(suffixes[n][:-1])]
             if body:
                 self._decode(body, deadline=deadline)
-            last = [(suffixes[n][-1], state.n_past + len(suffixes[n]) - 1, seqs[n], True)
-                    for n in names]
-            idx = self._decode(last, embeddings=True, deadline=deadline)
-            out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]))
-                   for n, i in zip(names, idx, strict=True)}
-            for n in names:
-                if self._opened_thinking(out[n]):
-                    out[n] = self._close_thinking(seqs[n], state.n_past + len(suffixes[n]),
-                                                  out[n], deadline)
-            return out
+            return self._read_answers(suffixes, seqs, state.n_past, deadline)
         finally:
             for name in names:
                 self._rm(seqs[name])
