@@ -41,6 +41,15 @@ class LoadOutcome(msgspec.Struct, frozen=True):
     error: str | None = None
 
 
+def stale_reasons(model_sha: str, prompt_sha: str, artifact_model_sha: str,
+                  artifact_prompt_sha: str) -> list[str]:
+    """What makes an artifact stale for the running classifier (empty: it matches). Its heads
+    read hidden states, which another model or other prompts would not produce."""
+    return [name for name, running, made_for in (
+        ("model sha256", model_sha, artifact_model_sha),
+        ("prompt_sha", prompt_sha, artifact_prompt_sha)) if running != made_for]
+
+
 def _candidates(directory: Path) -> list[Path]:
     """Artifact directories, newest first; dot-names are temporary writes and are skipped."""
     try:
@@ -63,7 +72,7 @@ def load_latest(directory: str | Path, model_sha: str, prompt_sha: str) -> LoadO
     for index, path in enumerate(_candidates(Path(directory))):
         try:
             meta = read_meta(path)
-            if meta.model.sha256 != model_sha or meta.prompt_sha != prompt_sha:
+            if stale_reasons(model_sha, prompt_sha, meta.model.sha256, meta.prompt_sha):
                 stale = stale or index == 0
                 log.warning("calibration_stale", version=meta.version, path=str(path),
                             artifact_model=meta.model.sha256[:12], running_model=model_sha[:12],

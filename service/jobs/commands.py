@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--risk-permutations", type=int, default=0,
                         help="option orders averaged for the risk question (default: prompts/)")
     parser.add_argument("--mode", choices=("parallel", "rewind", "fused"), default="",
-                        help="how questions share the ticket's KV (default: parallel)")
+                        help="how questions share the ticket's KV (default: fused)")
     parser.add_argument("--calibration", default="", metavar="ARTIFACT",
                         help="calibration artifact to apply: a directory, or 'none' for raw "
                              "logits and default thresholds (default: the artifact the worker "

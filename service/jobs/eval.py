@@ -520,15 +520,15 @@ def load_calibration(path: str, classifier: Any) -> Any:
     """The artifact at `path`, or None (after saying why) when it is unreadable or was made for
     another model or prompt: its heads would read hidden states they were not trained on."""
     from service.calibration.artifact import ArtifactError, load_artifact
+    from service.calibration.loader import stale_reasons
 
     try:
         calibrator = load_artifact(path)
     except ArtifactError as error:
         print(f"triage eval: calibration artifact {path}: {error}", file=sys.stderr)
         return None
-    mismatched = [name for name, mine, theirs in (
-        ("model sha256", classifier.model_info.sha256, calibrator.model_sha),
-        ("prompt_sha", classifier.prompt_sha, calibrator.prompt_sha)) if mine != theirs]
+    mismatched = stale_reasons(classifier.model_info.sha256, classifier.prompt_sha,
+                               calibrator.model_sha, calibrator.prompt_sha)
     if mismatched:
         print(f"triage eval: calibration artifact {path} is stale for this classifier "
               f"(different {', '.join(mismatched)}); re-run `triage recalibrate`", file=sys.stderr)

@@ -147,3 +147,11 @@ def test_poll_is_cheap_when_nothing_changed(tmp_path, monkeypatch):
     os.utime(tmp_path / "20260101T000000Z-00000001" / "artifact.json", ns=(1, 1))
     watcher.poll()
     assert len(calls) == 1
+
+
+def test_stale_reasons_name_what_differs():
+    from service.calibration.loader import stale_reasons
+
+    assert stale_reasons("m", "p", "m", "p") == []
+    assert stale_reasons("m", "p", "other", "p") == ["model sha256"]
+    assert stale_reasons("m", "p", "other", "q") == ["model sha256", "prompt_sha"]
