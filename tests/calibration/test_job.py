@@ -160,13 +160,14 @@ def test_refusal_writes_nothing_and_keeps_the_current_artifact(redis_client, pre
     monkeypatch.setenv("REDIS_URL", settings.redis_url)
     monkeypatch.setenv("TRIAGE_REDIS_PREFIX", prefix)
     monkeypatch.setenv("TRIAGE_LOG_LEVEL", "error")
+    monkeypatch.setenv("TRIAGE_CALIBRATION_MIN_PER_CLASS", "12")  # the CLI's default comes from here
     try:
         code = _cli(["recalibrate", "--out", str(tmp_path), "--corpus", ""])
     finally:
         structlog.reset_defaults()  # the CLI configured logging for the whole process
     assert code == 3
     err = capsys.readouterr().err
-    assert "refused: risk: too few labels per class (need 15)" in err
+    assert "refused: risk: too few labels per class (need 12)" in err
     assert "Nothing was written" in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
