@@ -6,8 +6,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
-# Portable AVX2 build of llama.cpp (not tuned to this exact CPU), cached by pip as a wheel.
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+# llama.cpp is built for the instruction sets this CPU lists (AVX-512 where present, never
+# AMX; scripts/llama-cmake-args says why). pip's wheel cache does not key on CMAKE_ARGS, so each
+# set of flags gets a wheel cache of its own: a wheel built for one CPU never lands on another.
+export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
+export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
 .PHONY: setup model run test test-fast bench lint eval recalibrate audit loadtest drills deploy-check clean
 

@@ -39,6 +39,9 @@ class Question(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     min: int = 0  # score only
     max: int = 5  # score only
     permutations: int = 1  # choice only: option orders averaged against position bias
+    # The options are listed once in the system context ({{ letters.<name> }}) instead of after
+    # every ticket: the context is evaluated once per worker, the question once per ticket.
+    options_in_context: bool = False
 
     def labels(self) -> tuple[str, ...]:
         if self.kind == "boolean":
@@ -71,6 +74,10 @@ class Question(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                               f"got {self.min}..{self.max}")
         if self.kind != "choice" and self.permutations != 1:
             raise PromptError(f"question {name!r}: permutations are only for choice questions")
+        if self.options_in_context and (self.kind == "score" or self.permutations != 1):
+            # A rotated order could not be shown: the context lists one order only.
+            raise PromptError(f"question {name!r}: options_in_context needs a choice or boolean "
+                              f"question with permutations 1")
 
     def rotated(self, shift: int) -> Question:
         """The same question with its options cyclically shifted (position-bias averaging)."""
@@ -85,16 +92,22 @@ class Framing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ticket_outro: str = ("\n</ticket>\n\nAnswer the question below about the ticket with one "
                          "letter or digit.\n\n")
     option: str = "{alias}. {label}"
+    option_separator: str = "\n"
     choice: str = "{question}\n{options}"
     boolean: str = "{question}\nA. yes\nB. no"
     score: str = "{question} ({min} to {max})"
 
+    def letters(self, q: Question) -> str:
+        """The question's options with their aliases, as the question or the context lists them."""
+        return self.option_separator.join(self.option.format(alias=a, label=lab)
+                                          for a, lab in zip(q.aliases(), q.labels(), strict=True))
+
     def render(self, q: Question) -> str:
         """The full question text written after the ticket (before the template's turn end)."""
+        if q.options_in_context:
+            return q.text
         if q.kind == "choice":
-            options = "\n".join(self.option.format(alias=a, label=lab)
-                                for a, lab in zip(q.aliases(), q.labels(), strict=True))
-            return self.choice.format(question=q.text, options=options)
+            return self.choice.format(question=q.text, options=self.letters(q))
         if q.kind == "boolean":
             return self.boolean.format(question=q.text)
         return self.score.format(question=q.text, min=q.min, max=q.max)
@@ -182,9 +195,16 @@ def load_prompts(prompts_dir: str | Path) -> Prompts:
             raise PromptError(f"{root / QUESTIONS_FILE}: question {name!r}: {exc}") from None
         question.validate(name)
         questions[name] = question
+    framing = qfile.framing
+    letters = {name: framing.letters(q) for name, q in questions.items() if q.kind != "score"}
     try:
-        context = _jinja().from_string(_read(root, CONTEXT_FILE)).render(teams=teams).strip()
+        context = _jinja().from_string(_read(root, CONTEXT_FILE)).render(
+            teams=teams, letters=letters).strip()
     except jinja2.TemplateError as exc:
         raise PromptError(f"{root / CONTEXT_FILE}: {exc}") from None
-    return Prompts(context=context, framing=qfile.framing, questions=questions, teams=teams,
+    for name, q in questions.items():
+        if q.options_in_context and letters[name] not in context:
+            raise PromptError(f"{root / CONTEXT_FILE}: question {name!r} has options_in_context "
+                              f"but the context does not list {letters[name]!r}")
+    return Prompts(context=context, framing=framing, questions=questions, teams=teams,
                    fallback_template=_read(root, FALLBACK_FILE), sha=prompt_sha(root))
