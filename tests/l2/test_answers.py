@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -80,7 +81,22 @@ def test_framing_renders_each_kind():
     assert f.render(Question(kind="score", text="Urgency?", min=0, max=5)) == "Urgency? (0 to 5)"
 
 
+def test_options_in_context_leave_only_the_question_after_the_ticket():
+    f = Framing(option="{alias}. {label}", option_separator=", ", choice="{question} {options}",
+                boolean="{question} A. yes, B. no")
+    inline = Question(kind="choice", text="Category?", options=("billing", "other"))
+    listed = msgspec.structs.replace(inline, options_in_context=True)
+    assert f.render(inline) == "Category? A. billing, B. other"
+    assert f.render(listed) == "Category?"
+    assert f.letters(listed) == "A. billing, B. other"  # what the context must list
+    flag = Question(kind="boolean", text="Red flag 1?", options_in_context=True)
+    assert f.render(flag) == "Red flag 1?" and f.letters(flag) == "A. yes, B. no"
+
+
 @pytest.mark.parametrize(("question", "message"), [
+    (Question(kind="score", text="x", options_in_context=True), "options_in_context"),
+    (Question(kind="choice", text="x", options=("a", "b"), permutations=2,
+              options_in_context=True), "options_in_context"),
     (Question(kind="choice", text="x", options=("a",)), "2..26 options"),
     (Question(kind="choice", text="x", options=("a", "a")), "duplicate"),
     (Question(kind="score", text="x", min=0, max=10), "one digit"),
@@ -115,6 +131,22 @@ def test_prompt_sha_changes_with_the_data(tmp_path):
     (tmp_path / "p" / "teams.yaml").write_text(
         (tmp_path / "p" / "teams.yaml").read_text() + "\n# a comment\n")
     assert load_prompts(tmp_path / "p").sha != before
+
+
+def test_bundled_context_lists_the_letters_of_every_question_that_does_not(tmp_path):
+    import shutil
+
+    prompts = load_prompts(PROJECT_ROOT / "prompts")
+    listed = [n for n, q in prompts.questions.items() if q.options_in_context]
+    assert {"category", "team", "commitment"} <= set(listed)
+    for name in listed:
+        assert prompts.framing.letters(prompts.questions[name]) in prompts.context
+    # A context that stops listing them (here: the team letters) is refused at load, by name.
+    shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "p")
+    context = tmp_path / "p" / "context.md"
+    context.write_text(context.read_text().replace("{{ letters.team }}", "ask someone"))
+    with pytest.raises(PromptError, match="'team' has options_in_context"):
+        load_prompts(tmp_path / "p")
 
 
 def test_fallback_grammar_enumerates_labels():
