@@ -202,9 +202,14 @@ def load_prompts(prompts_dir: str | Path) -> Prompts:
             teams=teams, letters=letters).strip()
     except jinja2.TemplateError as exc:
         raise PromptError(f"{root / CONTEXT_FILE}: {exc}") from None
-    for name, q in questions.items():
-        if q.options_in_context and letters[name] not in context:
+    # A question whose options are listed nowhere would be answered by letters the model
+    # never saw: refuse it at load, naming the file that should list them.
+    for name, listed in letters.items():
+        if questions[name].options_in_context and listed not in context:
             raise PromptError(f"{root / CONTEXT_FILE}: question {name!r} has options_in_context "
-                              f"but the context does not list {letters[name]!r}")
+                              f"but the context does not list {listed!r}")
+        if not questions[name].options_in_context and listed not in framing.render(questions[name]):
+            raise PromptError(f"{root / QUESTIONS_FILE}: question {name!r}: the framing does not "
+                              f"list its options {listed!r} (or set options_in_context)")
     return Prompts(context=context, framing=framing, questions=questions, teams=teams,
                    fallback_template=_read(root, FALLBACK_FILE), sha=prompt_sha(root))

@@ -147,6 +147,13 @@ def test_bundled_context_lists_the_letters_of_every_question_that_does_not(tmp_p
     context.write_text(context.read_text().replace("{{ letters.team }}", "ask someone"))
     with pytest.raises(PromptError, match="'team' has options_in_context"):
         load_prompts(tmp_path / "p")
+    # Nor may a question list them nowhere: here a flag taken out of the context.
+    questions = tmp_path / "p" / "questions.yaml"
+    context.write_text((PROJECT_ROOT / "prompts" / "context.md").read_text())
+    questions.write_text(questions.read_text().replace(
+        'commitment (A/B)?"\n    options_in_context: true', 'commitment (A/B)?"', 1))
+    with pytest.raises(PromptError, match="'commitment': the framing does not list"):
+        load_prompts(tmp_path / "p")
 
 
 def test_fallback_grammar_enumerates_labels():
