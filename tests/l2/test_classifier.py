@@ -37,6 +37,14 @@ def _suffix_len(classifier, question) -> int:
                + runner.tokenize(tail, special=True))
 
 
+def test_question_suffixes_stay_short(classifier):
+    # Every suffix token is paid once per question per ticket; the 5x bench target rests on the
+    # eight costing ~124 tokens (docs/results.md). Options listed in the system context are free.
+    lengths = {name: _suffix_len(classifier, q) for name, q in classifier.questions.items()}
+    assert max(lengths.values()) <= 20, lengths
+    assert sum(lengths.values()) <= 130, lengths
+
+
 def test_aliases_are_single_tokens(classifier):
     runner = classifier.runner
     check_aliases(runner, classifier.questions)  # what start-up runs; must not raise
