@@ -24,7 +24,7 @@ log = structlog.get_logger()
 # Areas that add their own sub-commands: module path -> register(subparsers).
 COMMAND_MODULES = (
     "service.l1.commands",
-    "service.jobs.commands",
+    "service.evaluation.commands",
     "service.jobs.recal_commands",
     "service.audit.commands",
     "service.bench",

@@ -15,6 +15,8 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
+from service.l2.answers import log_softmax  # one definition: serving's
+
 N_BINS = 15
 # Probabilities are clipped here before taking logs, so one confident mistake costs at most
 # -log(1e-12) ~ 27.6 nats instead of infinity: NLL stays comparable between candidates.
@@ -22,12 +24,6 @@ EPS = 1e-12
 # Temperature search range. Outside it the fit is degenerate (T -> 0: one-hot; T -> inf: uniform)
 # and the caller refuses it rather than ship a calibrator that erases the model's signal.
 T_MIN, T_MAX = 0.02, 50.0
-
-
-def log_softmax(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    shifted = z - z.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def softmax(z: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from service.calibration.loader import load_latest
-from service.jobs.eval import run_eval
+from service.evaluation.run import run_eval
 from service.labelled import read_labelled
 from service.settings import PROJECT_ROOT, load_settings
 from tests.l2.support import shared_classifier
