@@ -39,7 +39,7 @@ bench: setup
 	$(BIN)/triage bench --json bench/results.json
 
 eval: setup
-	$(BIN)/triage eval --data ../shared/data/tickets/dev.jsonl --json var/eval/dev.json --rows var/eval/dev-rows.jsonl
+	$(BIN)/triage eval --data ../shared/data/tickets/dev.jsonl --json var/eval/dev.json --rows var/eval/dev-rows.jsonl --plots var/eval/plots
 
 recalibrate: setup
 	$(BIN)/triage recalibrate --from-file ../shared/data/tickets/dev.jsonl

@@ -48,6 +48,11 @@ def main(args: argparse.Namespace, settings: Any) -> int:
         _say(str(error))
         return 2
     write_json(report, args.json)
+    if args.plots:
+        from service.evaluation.report import write_plots
+
+        for path in write_plots(report, args.plots):
+            _say(f"plot: {path}")
     # With the JSON on stdout the table goes to stderr, so `--json - | jq` reads clean JSON.
     print(table(report), file=sys.stderr if args.json == "-" else sys.stdout)
     return 0
@@ -204,5 +209,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--analysis", action="store_true",
                         help="add the option-order study and a threshold choice (tune half -> "
                              "holdout half, calibration's rule) under the key 'analysis'")
+    parser.add_argument("--plots", default="", metavar="DIR",
+                        help="also draw the confusion matrix and the greens-cleared / "
+                             "false-greens curve as PNGs in DIR (matplotlib, offline extra)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=cmd_eval)

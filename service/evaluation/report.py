@@ -61,3 +61,61 @@ def write_json(report: dict, destination: str) -> None:
         return
     Path(destination).parent.mkdir(parents=True, exist_ok=True)
     Path(destination).write_text(text, encoding="utf-8")
+
+
+def write_plots(report: dict, directory: str | Path) -> list[Path]:
+    """PNGs beside the JSON: the confusion matrix of L1 + L2 and, when the report has one, the
+    greens-cleared / false-greens curve against the green threshold. Returns the paths."""
+    # Offline only: matplotlib is in the `offline` extra, never imported by serving.
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    fig = Figure(figsize=(4.2, 3.6))
+    ax = fig.add_subplot()
+    counts = [[report["confusion"][t][p] for p in LEVELS] for t in LEVELS]
+    ax.imshow(counts, cmap="Blues")
+    top = max(max(row) for row in counts) or 1
+    for i, row in enumerate(counts):
+        for j, value in enumerate(row):
+            ax.text(j, i, str(value), ha="center", va="center",
+                    color="white" if value > top / 2 else "black")
+    ax.set_xticks(range(3), LEVELS)
+    ax.set_yticks(range(3), LEVELS)
+    ax.set_xlabel("predicted (L1 + L2)")
+    ax.set_ylabel("labelled")
+    ax.set_title(f"confusion, n = {report['n']}")
+    fig.tight_layout()
+    written.append(out / "confusion.png")
+    fig.savefig(written[-1], dpi=100)
+
+    curve = report.get("green_curve")
+    if curve:
+        fig = Figure(figsize=(6, 3.6))
+        ax = fig.add_subplot()
+        x = [p["green"] for p in curve]
+        ax.step(x, [100 * (p["greens_cleared"] or 0.0) for p in curve], where="post",
+                color="tab:green", label="greens cleared (%)")
+        ax.set_xlabel("green threshold (P(green) needed)")
+        ax.set_ylabel("greens cleared (%)")
+        ax.set_ylim(0, 100)
+        other = ax.twinx()
+        false_greens = [p["false_greens"] for p in curve]
+        other.step(x, false_greens, where="post", color="tab:red", label="false greens")
+        other.set_ylabel("false greens (tickets)")
+        other.set_ylim(0, max(1, *false_greens) * 1.1)
+        other.yaxis.set_major_locator(MaxNLocator(integer=True))
+        served = (report.get("thresholds") or {}).get("green")
+        if served is not None:
+            ax.axvline(served, color="grey", linestyle="--", label=f"served {served:.3f}")
+        lines = ax.get_legend_handles_labels()
+        more = other.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], loc="lower left", fontsize="small")
+        ax.set_title("cleared greens and false greens against the green threshold")
+        fig.tight_layout()
+        written.append(out / "green-threshold.png")
+        fig.savefig(written[-1], dpi=100)
+    return written

@@ -69,3 +69,12 @@ def test_a_bad_labelled_file_is_one_line(tmp_path, capsys):
     assert cli.main(["eval", "--data", str(data), "--json", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:1" in err and err.count("\n") == 1
+
+
+def test_plots_are_written_beside_the_json(rows_file, tmp_path, capsys):
+    plots = tmp_path / "plots"
+    assert cli.main(["eval", "--from-rows", str(rows_file), "--json", str(tmp_path / "o.json"),
+                     "--plots", str(plots)]) == 0
+    for name in ("confusion.png", "green-threshold.png"):
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert str(plots / "confusion.png") in capsys.readouterr().err
