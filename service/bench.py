@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 
 from .machine import describe
+from .progress import add_quiet_argument, progress
 from .settings import PROJECT_ROOT, load_settings
 
 SHARED = Path(os.environ.get("TRIAGE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
@@ -36,12 +37,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.only in ("all", "l1"):
         from .l1 import bench as l1_bench
 
-        report["l1"] = l1_bench.run(dev, corpus)
+        # One step: L1 is timed over every small ticket, 32 KiB tickets and the dense worst case.
+        with progress(total=1, desc="bench l1", unit="run", quiet=args.quiet) as bar:
+            report["l1"] = l1_bench.run(dev, corpus)
+            bar.update(1)
     if args.only in ("all", "l2"):
         from .l2 import bench as l2_bench
 
         tickets = _read_jsonl(dev)[: args.tickets]
-        report["l2"] = l2_bench.run(settings, tickets)
+        report["l2"] = l2_bench.run(settings, tickets, quiet=args.quiet)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     report = keep_other_sections(out, report, args.only)
@@ -75,4 +79,5 @@ def register(subparsers) -> None:
     bench.add_argument("--corpus", default=str(SHARED / "data" / "corpus" / "public-tickets.jsonl"))
     bench.add_argument("--tickets", type=int, default=16, help="tickets for the L2 comparison")
     bench.add_argument("--only", choices=("all", "l1", "l2"), default="all")
+    add_quiet_argument(bench)
     bench.set_defaults(func=cmd_bench)

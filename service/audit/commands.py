@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import structlog
 
+from ..progress import add_quiet_argument, progress
 from .calibration import calibrate, gating_state, load_record, write_record
 from .cases import DEFAULT_CASES_PATH, load_cases
 from .judge import METHODS, Judge, RedisVerdictCache
@@ -53,6 +54,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "by `calibrate` (default <TRIAGE_VAR_DIR>/audit/operator_cases.jsonl)")
     parser.add_argument("--kappa-min", type=float, default=None,
                         help="gating threshold (default TRIAGE_KAPPA_MIN)")
+    add_quiet_argument(parser)
 
 
 def register(subparsers) -> None:
@@ -141,12 +143,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"audit calibrate: {len(cases)} cases, judge {judge.backend.model_name} "
           f"({judge.method}), rubric {judge.rubric.sha256[:12]}", file=sys.stderr)
 
-    def progress(index: int, result) -> None:
-        mark = "ok " if result.human_verdict == result.judge_verdict else "XX "
-        print(f"  {index + 1:3d}/{len(cases)} {mark}{result.case_id} {result.kind:24s} "
-              f"human {result.human_verdict:12s} judge {result.judge_verdict}", file=sys.stderr)
+    agreed = 0
+    with progress(total=len(cases), desc="audit calibrate", unit="case", quiet=args.quiet) as bar:
+        def on_case(index: int, result) -> None:
+            nonlocal agreed
+            agreed += result.human_verdict == result.judge_verdict
+            bar.set_postfix_str(f"agree {agreed}/{index + 1}", refresh=False)
+            bar.update(1)
 
-    record, _ = calibrate(judge, cases, cases_path=" + ".join(used), on_case=progress)
+        record, _ = calibrate(judge, cases, cases_path=" + ".join(used), on_case=on_case)
     out = Path(args.out) if args.out else _audit_dir(settings) / "calibration.json"
     write_record(record, out)
     state = gating_state(record, judge_model_sha256=judge.model_sha256,
@@ -216,7 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     operator_cases.parent.mkdir(parents=True, exist_ok=True)
     report = run_audit(client, keys, judge, state, cases_path=operator_cases,
                        sample_size=args.sample, window=args.window, green_share=args.green_share,
-                       rng=random.Random(args.seed), max_age_s=settings.result_ttl_s)
+                       rng=random.Random(args.seed), max_age_s=settings.result_ttl_s,
+                       quiet=args.quiet)
     json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

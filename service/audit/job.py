@@ -26,6 +26,7 @@ import structlog
 
 from .. import metrics
 from ..keys import Keys
+from ..progress import progress
 from ..results import Decision, TicketIn, ticket_text
 from .calibration import GatingState
 from .cases import append_cases, case_from_decision
@@ -156,6 +157,7 @@ def run_audit(
     client, keys: Keys, judge: Judge, gating: GatingState, *, cases_path: str | Path,
     sample_size: int = 60, window: int = 5000, green_share: float = 0.6,
     rng: random.Random | None = None, max_age_s: float = 30 * 86400, now: float | None = None,
+    quiet: bool = False,
 ) -> AuditReport:
     started = time.perf_counter()
     fixed_clock = now is not None
@@ -168,7 +170,7 @@ def run_audit(
     unjudged: dict[str, str] = {}
     queued: list[str] = []
     indicative: list[str] = []
-    for ticket_id, level in sample.ids:
+    for ticket_id, level in progress(sample.ids, desc="audit run", unit="ticket", quiet=quiet):
         loaded = _load(client, keys, ticket_id)
         if loaded is None:
             unjudged[ticket_id] = "ticket expired or incomplete"

@@ -55,8 +55,11 @@ def _texts(tickets: list[Any]) -> list[str]:
     return out
 
 
-def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None) -> dict:
+def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
+        quiet: bool = False) -> dict:
     """The `l2` section of the bench report (times in ms)."""
+    from ..progress import progress
+
     texts = _texts(tickets)
     classifier = classifier or Classifier.from_settings(settings)
     runner = classifier.runner
@@ -81,7 +84,7 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None)
     without_team = {k: v for k, v in questions.items() if k != "team"}
     # The old path answers risk and category (plus free text): the like-for-like comparison.
     json_answers = {k: questions[k] for k in ("risk", "category")}
-    for text in texts:
+    for text in progress(texts, desc="bench l2", unit="ticket", quiet=quiet):
         started = time.perf_counter()
         out = classifier.classify(text)
         logits_ms.append((time.perf_counter() - started) * 1000)

@@ -88,3 +88,22 @@ def test_bundled_model_missing_or_corrupt_is_refused(tmp_path):
     corrupt.write_bytes(b"GGUF" + b"\0" * 100)
     with pytest.raises(ModelError, match="does not match"):
         resolve_model_path("", str(tmp_path))
+
+
+def test_a_terminal_sees_bytes_and_a_rate_and_quiet_sees_nothing(index, tmp_path, monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    fetch_model(tmp_path / "models", model=index)
+    shown = screen.getvalue()
+    assert "download tiny" in shown and "assemble" in shown and "B/s" in shown
+    assert f"{index.bytes / 1000:.2f}k/{index.bytes / 1000:.2f}k" in shown  # assembled: every byte
+    quiet = Terminal()
+    monkeypatch.setattr("sys.stderr", quiet)
+    fetch_model(tmp_path / "other", model=index, quiet=True)
+    assert quiet.getvalue() == ""
