@@ -39,12 +39,16 @@ class Case:
     auth: str | None = "ingest"  # "ingest", "operator", None, or a literal Authorization value
     chunked: bool = False
     expect: tuple[int, ...] = ()  # exact statuses when known; empty = any 4xx
+    # A header a client may send oddly but harmlessly (a request id in Latin-1, say) is ignored
+    # or replaced: the ticket is then accepted. Either way never a 5xx.
+    may_accept: bool = False
 
     def to_json(self) -> dict:
         return {"name": self.name, "category": self.category, "method": self.method,
                 "path": self.path, "content_type": self.content_type,
                 "headers": {k: base64.b64encode(v).decode() for k, v in self.headers.items()},
                 "auth": self.auth, "chunked": self.chunked, "expect": list(self.expect),
+                "may_accept": self.may_accept,
                 "body_b64": base64.b64encode(self.body).decode(), "body_bytes": len(self.body)}
 
 
@@ -285,10 +289,57 @@ def http_level() -> list[Case]:
     ]
 
 
+# Header values in several encodings: invalid UTF-8, Latin-1, UTF-8 outside ASCII, UTF-16,
+# an overlong form, control characters, a lone surrogate's UTF-8 bytes, very long, empty.
+# (A value with a NUL or with leading or trailing blanks cannot be sent: the client refuses.)
+HEADER_VALUES: dict[str, bytes] = {
+    "invalid-utf8-fffe": b"\xff\xfe",
+    "invalid-utf8-lone-continuation": b"abc\x80def",
+    "latin1": "caf\u00e9-r\u00e9sum\u00e9".encode("latin-1"),
+    "utf8-accents": "caf\u00e9-r\u00e9sum\u00e9".encode(),
+    "utf8-emoji": "id-\U0001f600".encode(),
+    "utf8-bidi": "id-\u202e-x".encode(),
+    "utf16": "\u0133\u2122\u4e2d".encode("utf-16-be"),  # no NUL byte: a NUL cannot travel
+    "overlong-slash": b"a\xc0\xafb",
+    "surrogate-bytes": b"x\xed\xa0\x80y",
+    "control-chars": b"a\x01\x1b[31mb\x7f",
+    "long-8k": b"r" * 8000,
+    "empty": b"",
+}
+
+
+def headers() -> list[Case]:
+    """Every header a client controls, fuzzed: X-Request-ID (ignored or replaced: accepted),
+    Idempotency-Key (400 unless printable ASCII), Content-Type (accepted or a 4xx),
+    Authorization (401)."""
+    ticket = _ticket()
+    cases = []
+    for label, value in HEADER_VALUES.items():
+        cases.append(Case(f"header-request-id-{label}", "headers", ticket,
+                          headers={"X-Request-ID": value}, may_accept=True))
+        cases.append(Case(f"header-idempotency-key-{label}", "headers", ticket,
+                          headers={"Idempotency-Key": value}, expect=(400,)))
+        cases.append(Case(f"header-content-type-{label}", "headers", ticket, content_type=None,
+                          headers={"Content-Type": value}, may_accept=True))
+        cases.append(Case(f"header-authorization-{label}", "headers", ticket, auth=None,
+                          headers={"Authorization": value}, expect=(401,)))
+        if value:
+            cases.append(Case(f"header-authorization-bearer-{label}", "headers", ticket,
+                              auth=None, headers={"Authorization": b"Bearer " + value},
+                              expect=(401,)))
+    cases.append(Case("header-content-type-json-utf16-charset", "headers", ticket,
+                      content_type="application/json; charset=utf-16", may_accept=True))
+    cases.append(Case("header-content-type-json-bad-charset", "headers", ticket,
+                      content_type=None,
+                      headers={"Content-Type": b"application/json; charset=\xff\xfe"},
+                      may_accept=True))
+    return cases
+
+
 def generate(seed: int = 7) -> list[Case]:
     rng = random.Random(seed)
     cases = (huge() + binary(rng) + invalid_utf8() + nesting() + wrong_types() + control_bidi()
-             + many_fields() + numbers() + http_level())
+             + many_fields() + numbers() + http_level() + headers())
     names = Counter(case.name for case in cases)
     duplicates = [name for name, n in names.items() if n > 1]
     if duplicates:

@@ -1,15 +1,16 @@
 """Deliver results to the helpdesk's callback_url, signed, retried, off the triage loop.
 
-The worker only appends the ticket id to the callbacks stream when it stores a result; this
-sender (a thread beside the worker) POSTs the result JSON with `X-Triage-Signature:
-sha256=<HMAC-SHA256(secret, body)>`, retries with exponential backoff, and after the last attempt
-moves the id to the callbacks dead-letter stream. A slow helpdesk therefore never stalls triage.
+The worker only appends the ticket id to the callbacks stream when it stores a result (or
+dead-letters the ticket); this sender (a thread beside the worker) POSTs the result JSON signed
+the Standard Webhooks way (service/webhooks.py), retries with exponential backoff, and after the
+last attempt moves the id to the callbacks dead-letter stream with the reason. A slow helpdesk
+therefore never stalls triage. Redis trouble is not the helpdesk's fault: an entry whose result
+cannot be read stays pending and is tried again, and the sender loop itself is supervised
+(restarted with backoff, `triage_callback_sender_restarts_total`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ import msgspec
 import redis
 import structlog
 
-from . import metrics
+from . import metrics, webhooks
 from .keys import Keys
 from .results import TicketIn
 from .settings import Settings
@@ -29,10 +30,7 @@ from .store import claimed_entries, ensure_group
 log = structlog.get_logger()
 GROUP = "callbacks"
 _request_decoder = msgspec.json.Decoder(TicketIn)
-
-
-def sign(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+RESTART_MAX_DELAY_S = 30.0
 
 
 def host_allowed(url: str, allowed: tuple[str, ...]) -> bool:
@@ -57,25 +55,61 @@ class CallbackSender:
         self.parallel = parallel
 
     def run(self) -> None:
-        ensure_group(self.client, self.keys.callbacks, GROUP)
+        """The sender loop, supervised: if it dies, log at error level, count, restart."""
+        delay = 1.0
+        while not self.stop.is_set():
+            started = time.monotonic()
+            try:
+                self._loop()
+                return
+            except Exception as error:
+                metrics.callback_sender_restarts_total.inc()
+                log.error("callback_sender_crashed", error=type(error).__name__,
+                          detail=str(error)[:200], restart_in_s=delay, exc_info=True)
+            if time.monotonic() - started > 10 * RESTART_MAX_DELAY_S:
+                delay = 1.0  # it ran a good while: a fresh fault, not a crash loop
+            if self.stop.wait(delay):
+                return
+            delay = min(delay * 2, RESTART_MAX_DELAY_S)
+
+    def _loop(self) -> None:
+        ensured = False
         while not self.stop.is_set():
             try:
-                claimed = claimed_entries(self.client.xautoclaim(
-                    self.keys.callbacks, GROUP, self.consumer,
-                    min_idle_time=max(self.settings.claim_idle_ms, 60_000), count=self.parallel))
-                fresh = self.client.xreadgroup(GROUP, self.consumer, {self.keys.callbacks: ">"},
-                                               count=self.parallel, block=1000) or []
+                if not ensured:
+                    ensure_group(self.client, self.keys.callbacks, GROUP)
+                    ensured = True
+                entries = self._next_entries()
             except redis.RedisError as error:
                 log.warning("callback_redis_unavailable", error=type(error).__name__)
+                ensured = False  # a restarted Redis without persistence has lost the group
                 self.stop.wait(1.0)
                 continue
-            entries = [e for e in claimed if e and e[1]]
-            for _stream, items in fresh:
-                entries.extend(items)
             futures = [self.pool.submit(self._deliver_entry, entry_id, fields)
                        for entry_id, fields in entries]
             for future in futures:
                 future.result()
+
+    def _next_entries(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Ours left pending by a Redis error first, then others' abandoned ones, then new."""
+        own = self.client.xreadgroup(GROUP, self.consumer, {self.keys.callbacks: "0"},
+                                     count=self.parallel) or []
+        entries = [(e[0], e[1]) for _stream, items in own for e in items if e]
+        gone = [entry_id for entry_id, fields in entries if not fields]
+        if gone:  # deleted while pending: nothing to send
+            self.client.xack(self.keys.callbacks, GROUP, *gone)
+        entries = [(i, f) for i, f in entries if f]
+        if entries:
+            return entries
+        claimed = claimed_entries(self.client.xautoclaim(
+            self.keys.callbacks, GROUP, self.consumer,
+            min_idle_time=max(self.settings.claim_idle_ms, 60_000), count=self.parallel))
+        entries = [(e[0], e[1]) for e in claimed if e and e[1]]
+        fresh = self.client.xreadgroup(GROUP, self.consumer, {self.keys.callbacks: ">"},
+                                       count=self.parallel, block=1000) or []
+        for _stream, items in fresh:
+            entries.extend((e[0], e[1]) for e in items)
+        return entries
 
     def close(self) -> None:
         self.stop.set()
@@ -85,49 +119,74 @@ class CallbackSender:
     def _deliver_entry(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
         ticket_id = fields[b"id"].decode()
         try:
-            outcome = self.deliver(ticket_id)
+            outcome, reason = self.deliver(ticket_id)
+        except redis.RedisError as error:
+            # Not the helpdesk's fault: left pending, this sender tries it again.
+            log.warning("callback_redis_unavailable", ticket_id=ticket_id,
+                        error=type(error).__name__)
+            self.stop.wait(1.0)
+            return
         except Exception as error:  # a bug here must not kill the sender thread
             log.exception("callback_error", ticket_id=ticket_id, error=type(error).__name__)
-            outcome = "error"
+            outcome, reason = "error", type(error).__name__
         if outcome == "interrupted":
             return
-        pipe = self.client.pipeline(transaction=True)
-        if outcome != "delivered":
-            pipe.xadd(self.keys.callbacks_dead, {"id": ticket_id, "outcome": outcome,
-                                                 "at": repr(time.time())})
-        pipe.xack(self.keys.callbacks, GROUP, entry_id)
-        pipe.xdel(self.keys.callbacks, entry_id)
-        pipe.execute()
+        self._settle(entry_id, ticket_id, outcome, reason)
+
+    def _settle(self, entry_id: bytes, ticket_id: str, outcome: str, reason: str) -> None:
+        """Record the outcome. Retried while Redis is away, so that a delivered callback is not
+        sent again because its acknowledgement failed (unless this process stops meanwhile:
+        then it is sent again, with the same webhook-id)."""
+        delay = 0.5
+        while True:
+            pipe = self.client.pipeline(transaction=True)
+            if outcome != "delivered":
+                pipe.xadd(self.keys.callbacks_dead, {"id": ticket_id, "outcome": outcome,
+                                                     "reason": reason, "at": repr(time.time())})
+            pipe.xack(self.keys.callbacks, GROUP, entry_id)
+            pipe.xdel(self.keys.callbacks, entry_id)
+            try:
+                pipe.execute()
+                break
+            except redis.RedisError as error:
+                log.warning("callback_settle_retry", ticket_id=ticket_id, outcome=outcome,
+                            error=type(error).__name__)
+                if self.stop.wait(delay):
+                    return
+                delay = min(delay * 2, 10.0)
         metrics.callbacks_total.labels(outcome=outcome).inc()
 
-    def deliver(self, ticket_id: str) -> str:
-        """POST the stored result: delivered | refused | gone | failed | interrupted."""
+    def deliver(self, ticket_id: str) -> tuple[str, str]:
+        """POST the stored result: (delivered | refused | gone | failed | interrupted, reason).
+        Redis errors propagate: the caller leaves the entry pending."""
         stored = self.client.hmget(self.keys.ticket(ticket_id), ["request", "result"])
         if not stored[0] or not stored[1]:
-            return "gone"
+            return "gone", "the ticket or its result is no longer stored"
         url = _request_decoder.decode(stored[0]).callback_url
         if not url or not host_allowed(url, self.settings.callback_hosts):
             log.warning("callback_refused", ticket_id=ticket_id)
-            return "refused"
+            return "refused", "callback_url's host is not in TRIAGE_CALLBACK_HOSTS"
         body = stored[1]
-        headers = {"Content-Type": "application/json", "X-Triage-Ticket": ticket_id,
-                   "X-Triage-Signature": sign(self.settings.callback_secret, body)}
         delay = self.settings.callback_backoff_s
+        reason = ""
         for attempt in range(1, self.settings.callback_attempts + 1):
+            headers = {"Content-Type": "application/json", "X-Triage-Ticket": ticket_id,
+                       **webhooks.headers(self.settings.callback_secret, ticket_id,
+                                          int(time.time()), body)}
             try:
                 response = self.http.post(url, content=body, headers=headers)
                 if response.status_code < 300:
                     log.info("callback_delivered", ticket_id=ticket_id, attempt=attempt)
-                    return "delivered"
+                    return "delivered", ""
+                reason = f"status {response.status_code}"
                 if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
                     log.warning("callback_rejected", ticket_id=ticket_id,
                                 status=response.status_code)
-                    return "failed"
-                reason = f"status {response.status_code}"
+                    return "failed", f"rejected: {reason}"
             except httpx.HTTPError as error:
                 reason = type(error).__name__
             log.info("callback_retry", ticket_id=ticket_id, attempt=attempt, reason=reason)
             if attempt < self.settings.callback_attempts and self.stop.wait(delay):
-                return "interrupted"  # shutting down: left pending, another sender retries
+                return "interrupted", ""  # shutting down: left pending, another sender retries
             delay *= 2
-        return "failed"
+        return "failed", f"{self.settings.callback_attempts} attempts, last: {reason}"

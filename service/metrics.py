@@ -59,6 +59,9 @@ l2_coverage = Histogram("triage_l2_coverage", "Coverage of the risk question (ma
                         registry=REGISTRY)
 callbacks_total = Counter("triage_callbacks_total", "Callback deliveries by outcome",
                           ["outcome"], registry=REGISTRY)
+callback_sender_restarts_total = Counter(
+    "triage_callback_sender_restarts_total",
+    "Times the callback sender loop died and was restarted by its supervisor", registry=REGISTRY)
 decisions_total = Counter("triage_decisions_total", "Operator decisions by action", ["action"],
                           registry=REGISTRY)
 worker_heartbeat_timestamp = Gauge("triage_worker_heartbeat_timestamp_seconds",

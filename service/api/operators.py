@@ -16,7 +16,14 @@ from ..errors import InvalidTicket, NotFound
 from ..results import Decision, DecisionIn, L1Result, TicketIn, TriageResult
 from ..store import AsyncStore
 from .auth import require
-from .schemas import DecisionRecorded, L1Summary, L2Summary, QueueItem, QueuePage
+from .schemas import (
+    DecisionRecorded,
+    L1Summary,
+    L2Summary,
+    QueueItem,
+    QueuePage,
+    problem_responses,
+)
 
 log = structlog.get_logger()
 _result_decoder = msgspec.json.Decoder(TriageResult)
@@ -76,7 +83,7 @@ async def queue_listing(store: AsyncStore, queue: str, limit: int, cursor: str |
 
 
 @get("/v1/queues/{queue:str}", guards=[require("operator")], summary="Tickets waiting for review",
-     tags=["operators"])
+     tags=["operators"], responses=problem_responses(400, 401, 403, 503))
 async def list_queue(
     queue: Literal["yellow", "red", "audit"],
     state: State,
@@ -127,7 +134,8 @@ async def apply_decision(store: AsyncStore, ticket_id: str, data: DecisionIn) ->
 
 
 @post("/v1/tickets/{ticket_id:str}/decision", guards=[require("operator")], status_code=201,
-      summary="Record an operator's decision", tags=["operators"])
+      summary="Record an operator's decision", tags=["operators"],
+      responses=problem_responses(400, 401, 403, 404, 413, 503))
 async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> DecisionRecorded:
     await apply_decision(state.store, ticket_id, data)
     return DecisionRecorded(id=ticket_id, recorded=True, removed_from_queues=True)

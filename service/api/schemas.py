@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from litestar.openapi.datastructures import ResponseSpec
 
 from ..results import L1Result, Level, RuleHit, TriageResult
 
@@ -75,3 +76,24 @@ class Problem(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 TicketView = TriageResult | TicketPending
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+_WHEN = {
+    400: "Malformed JSON, invalid UTF-8, unknown field, wrong type, or a bad header or parameter "
+         "(`field` names it)",
+    401: "No bearer token, or an unknown one",
+    403: "The token lacks the route's role",
+    404: "No such ticket (expired or never accepted)",
+    409: "Idempotency-Key reused with another payload",
+    413: "The request or the ticket's text is over its limit",
+    422: "An empty request, or a `body` that is empty or only whitespace",
+    429: "The stream backlog is full, or the token's rate limit is exceeded; see Retry-After",
+    503: "Redis is unreachable: nothing was accepted; see Retry-After",
+}
+
+
+def problem_responses(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the error statuses a route can answer, all with the RFC 9457 body."""
+    return {status: ResponseSpec(data_container=Problem, description=_WHEN[status],
+                                 media_type=PROBLEM_MEDIA_TYPE)
+            for status in statuses}

@@ -11,6 +11,7 @@ import msgspec
 import structlog
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
 
 from .. import metrics
 from ..errors import (
@@ -26,7 +27,7 @@ from ..l1 import evaluate as evaluate_rules
 from ..results import L1Result, TicketIn, TriageResult, ticket_text
 from ..store import QueueFull
 from .auth import require
-from .schemas import L1Summary, TicketAccepted, TicketPending
+from .schemas import L1Summary, TicketAccepted, TicketPending, problem_responses
 
 log = structlog.get_logger()
 _encoder = msgspec.json.Encoder()
@@ -82,14 +83,18 @@ def _idempotency_key(request: Request) -> str | None:
     key = request.headers.get("idempotency-key")
     if key is None:
         return None
-    if not 1 <= len(key) <= 200 or not key.isprintable():
-        raise InvalidTicket("Idempotency-Key must be 1-200 printable characters",
+    # Header bytes arrive Latin-1 decoded: outside ASCII the same key could be read two ways.
+    if not 1 <= len(key) <= 200 or not (key.isascii() and key.isprintable()):
+        raise InvalidTicket("Idempotency-Key must be 1-200 printable ASCII characters",
                             field="Idempotency-Key")
     return key
 
 
 @post("/v1/tickets", guards=[require("ingest")], before_request=_reject_empty_request,
-      status_code=202, summary="Submit a ticket for triage", tags=["tickets"])
+      status_code=202, summary="Submit a ticket for triage", tags=["tickets"],
+      responses={200: ResponseSpec(data_container=TicketAccepted, description="The same "
+                                   "Idempotency-Key and payload again: the ticket it created"),
+                 **problem_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)})
 async def create_ticket(data: TicketIn, request: Request, state: State) -> Response[TicketAccepted]:
     settings = state.settings
     _check_ticket(data, settings.max_text_bytes)
@@ -141,7 +146,8 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
 
 
 @get("/v1/tickets/{ticket_id:str}", guards=[require("ingest", "operator")],
-     summary="A ticket's state", tags=["tickets"])
+     summary="A ticket's state", tags=["tickets"],
+     responses=problem_responses(400, 401, 403, 404, 429, 503))
 async def read_ticket(ticket_id: str, state: State) -> TriageResult | TicketPending:
     stored = await state.store.ticket(ticket_id)
     if stored is None or "status" not in stored:

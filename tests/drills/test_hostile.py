@@ -77,7 +77,9 @@ def test_the_corpus_is_large_and_covers_every_category():
     categories = {case.category for case in CASES}
     assert len(CASES) >= 200
     assert {"huge", "binary", "invalid_utf8", "nesting", "wrong_types", "control_bidi",
-            "many_fields"} <= categories
+            "many_fields", "headers"} <= categories
+    fuzzed = {name for case in CASES if case.category == "headers" for name in case.headers}
+    assert {"X-Request-ID", "Idempotency-Key", "Content-Type", "Authorization"} <= fuzzed
     assert any(case.name.startswith("fields-10000") for case in CASES)
 
 
@@ -89,6 +91,12 @@ def test_the_corpus_is_large_and_covers_every_category():
 def test_hostile_request_gets_a_clear_4xx(api, case):
     with api.http(timeout=30) as http:
         response = _send(api, http, case)
+        # Every answer carries a request id fit to log: the client's if printable ASCII, else new.
+        request_id = response.headers.get("x-request-id", "")
+        assert request_id and request_id.isascii() and request_id.isprintable(), case.name
+        assert http.get("/healthz").status_code == 200, f"not healthy after {case.name}"
+        if case.may_accept and response.status_code in (200, 202):
+            return
         assert 400 <= response.status_code < 500, \
             f"{case.name}: {response.status_code} {response.text[:200]}"
         if case.expect:
@@ -97,7 +105,17 @@ def test_hostile_request_gets_a_clear_4xx(api, case):
         problem = response.json()
         assert problem["status"] == response.status_code
         assert problem["title"].strip() and problem["detail"].strip()
-        assert http.get("/healthz").status_code == 200, f"not healthy after {case.name}"
+
+
+def test_a_printable_request_id_is_echoed_and_a_non_utf8_one_replaced(api):
+    with api.http() as http:
+        kept = http.post("/v1/tickets", json={"body": "id echo"},
+                         headers={**api.headers(), "X-Request-ID": "helpdesk-42.a/b"})
+        replaced = http.post("/v1/tickets", json={"body": "id echo"},
+                             headers={**api.headers(), "X-Request-ID": b"\xff\xfe"})
+    assert kept.status_code == 202 and kept.headers["x-request-id"] == "helpdesk-42.a/b"
+    assert replaced.status_code == 202
+    assert replaced.headers["x-request-id"].startswith("r")
 
 
 def test_the_service_is_still_up_and_accepting(api):
