@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "loadtest"))
 import harness  # noqa: E402
 
+from service.webhooks import new_secret  # noqa: E402
+
 pytestmark = pytest.mark.skipif(os.environ.get("TRIAGE_DRILLS") != "1",
                                 reason="fault drills run with `make drills` (TRIAGE_DRILLS=1)")
 
@@ -193,7 +195,7 @@ def test_callback_endpoint_down(stack):
     hook = f"http://127.0.0.1:{dead}/hook"
     callbacks = {"TRIAGE_CALLBACK_HOSTS": f"127.0.0.1:{dead}", "TRIAGE_CALLBACK_ATTEMPTS": "3",
                  "TRIAGE_CALLBACK_BACKOFF_S": "0.2", "TRIAGE_CALLBACK_TIMEOUT_S": "1",
-                 "TRIAGE_CALLBACK_SECRET": "drill-secret-0123456789"}
+                 "TRIAGE_CALLBACK_SECRET": new_secret()}
     stack.start_api(**callbacks)
     worker = stack.start_worker(**callbacks)
     stack.wait_ready(workers=1, timeout=READY_S)
