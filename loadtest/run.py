@@ -17,8 +17,8 @@ It stops by itself. Steps:
    end-to-end latency, queue growth, lost tickets, L2 capacity per worker, targets met) into
    --out (default var/loadtest/<timestamp>/).
 
-Locust runs from its own venv (~/.cache/triage/loadtest-venv, created on first use with
-locust==2.47.0), so the service's .venv gets no load-testing dependencies. Loopback only.
+Locust comes from the `loadtest` extra (locked in requirements/dev.txt, installed by
+`make setup`); the serving images never carry it. Loopback only.
 """
 
 from __future__ import annotations
@@ -41,20 +41,15 @@ sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
 
-LOCUST_VERSION = "2.47.0"
-TOOLS = Path(os.environ.get("TRIAGE_LOADTEST_VENV",
-                            Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                            / "triage" / "loadtest-venv"))
 TARGETS = {"accept_p99_ms": 50.0, "server_errors": 0, "lost": 0}
 
 
 def ensure_locust() -> Path:
-    locust = TOOLS / "bin" / "locust"
+    """The locust script beside this interpreter (the `loadtest` extra)."""
+    locust = Path(sys.executable).parent / "locust"
     if not locust.exists():
-        print(f"loadtest: installing locust=={LOCUST_VERSION} into {TOOLS}", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(TOOLS)], check=True)
-        subprocess.run([str(TOOLS / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                        f"locust=={LOCUST_VERSION}"], check=True)
+        raise SystemExit(f"loadtest: {locust} is missing: install the `loadtest` extra "
+                         "(`make setup`, or pip install -e '.[loadtest]')")
     return locust
 
 

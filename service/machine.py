@@ -1,4 +1,8 @@
-"""What machine a measurement ran on, recorded beside every benchmark and report figure."""
+"""What machine a measurement ran on, recorded beside every benchmark and report figure.
+
+The standard library and /proc are enough: the CPU model name is only in /proc/cpuinfo (psutil
+does not report it), so the project does not depend on psutil.
+"""
 
 from __future__ import annotations
 

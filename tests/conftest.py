@@ -61,3 +61,17 @@ def operator(api):
 def anonymous(api):
     with _client(api, None) as client:
         yield client
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Tests skipped for a missing system package, and which one: one line, just above pytest's
+    closing counts (which stay the last line: CI reads them)."""
+    from tests.system import summary
+
+    reasons = []
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reasons.append(longrepr[2] if isinstance(longrepr, tuple) else str(longrepr))
+    line = summary(reasons)
+    if line:
+        terminalreporter.write_line(line, yellow=True, bold=True)

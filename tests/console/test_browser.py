@@ -19,6 +19,7 @@ import pytest
 
 from tests.console.helpers import finish, post_ticket, seed_status
 from tests.support import OPERATOR
+from tests.system import requires
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -27,9 +28,8 @@ DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"{CHROMIUM} is absent (apt-get install -y chromium); "
-                              "Playwright's own browser download does not work here"),
+    # Playwright's own browser download does not work here: Debian's chromium.
+    requires(CHROMIUM, "chromium"),
 ]
 
 # Every visible form control must have a label (or an aria-label): returns the ones that do not.

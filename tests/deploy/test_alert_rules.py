@@ -9,6 +9,7 @@ import pytest
 
 from service.settings import Settings
 from tests.deploy import helpers as h
+from tests.system import requires
 
 REQUIRED = {
     "TriageFalseGreen",            # any false green (operators)
@@ -55,7 +56,7 @@ def test_every_alert_has_a_promtool_unit_test():
 promtool = shutil.which("promtool")
 
 
-@pytest.mark.skipif(promtool is None, reason="promtool not installed; deploy/check.sh installs it")
+@requires("promtool", "prometheus")  # deploy/check.sh and .ci/run install it
 @pytest.mark.parametrize("args", [
     ["check", "config", str(h.PROMETHEUS_FILE)],
     ["check", "rules", str(h.RULES_FILE)],

@@ -13,7 +13,7 @@ from tests.deploy import helpers as h
 COMPOSE = yaml.safe_load(h.COMPOSE_FILE.read_text())
 SERVICES = COMPOSE["services"]
 TRIAGE_SERVICES = [name for name, svc in SERVICES.items()
-                   if str(svc.get("image", "")).startswith("${TRIAGE_IMAGE")]
+                   if str(svc.get("image", "")).startswith(("${TRIAGE_IMAGE", "${TRIAGE_JOBS_IMAGE"))]
 
 
 def _interpolate_defaults(value: str) -> str:
@@ -70,6 +70,15 @@ def test_published_ports_bind_to_loopback():
     for name, svc in SERVICES.items():
         for port in svc.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} on all interfaces"
+
+
+@pytest.mark.parametrize("job", ["recalibrate", "audit"])
+def test_jobs_run_the_offline_image_on_the_verified_model(job):
+    service = SERVICES[job]
+    assert service["build"]["target"] == "offline" and service["image"] != SERVICES["api"]["image"]
+    assert "models:/models:ro" in service["volumes"]
+    assert service["depends_on"]["model"]["condition"] == "service_completed_successfully"
+    assert "offline" in h.dockerfile_stages()
 
 
 def test_build_target_is_a_dockerfile_stage():

@@ -15,26 +15,53 @@ STAGES = h.dockerfile_stages()
 
 
 def test_stages_build_once_and_ship_slim():
-    assert list(STAGES) == ["wheels", "source", "runtime", "bundled"]
-    wheels, runtime = STAGES["wheels"], STAGES["runtime"]
+    assert list(STAGES) == ["wheels", "source", "runtime", "offline", "bundled"]
+    wheels = STAGES["wheels"]
     assert any("build-essential" in r and "cmake" in r for r in wheels.args("RUN"))
-    assert not any("build-essential" in r or "cmake" in r for r in runtime.args("RUN"))
-    assert any("--mount=type=bind,from=wheels" in r for r in runtime.args("RUN"))
-    assert STAGES["bundled"].base == "runtime"
+    for stage in ("runtime", "offline"):
+        assert not any("build-essential" in r or "cmake" in r for r in STAGES[stage].args("RUN"))
+        assert any("--mount=type=bind,from=wheels" in r for r in STAGES[stage].args("RUN"))
+    assert STAGES["bundled"].base == "runtime" and STAGES["offline"].base == "runtime"
 
 
-def test_llama_cpp_version_is_the_pyproject_pin_and_built_portable():
-    pins = tomllib.loads((h.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    pin = next(p for p in pins if p.startswith("llama-cpp-python"))
-    arg = next(a for a in STAGES["wheels"].args("ARG") if a.startswith("LLAMA_CPP_VERSION="))
-    assert pin == f"llama-cpp-python=={arg.split('=', 1)[1]}"
+def test_images_install_exactly_the_hash_checked_locks():
+    wheels = STAGES["wheels"]
+    assert wheels.args("COPY") == ["requirements/serve.txt requirements/offline.txt ./"]
+    built = [r for r in wheels.args("RUN") if "pip wheel" in r]
+    assert built and all("--require-hashes --no-deps" in r for r in built)
+    assert "-r llama.txt" in built[0] and "for set in serve offline" in built[1]
+    # the serving image: the llama wheel and the serving set, nothing resolved at install time
+    install = [r for r in STAGES["runtime"].args("RUN") if "pip install" in r]
+    assert len(install) == 1 and "--no-index --no-deps" in install[0]
+    assert "/tmp/wheels/serve/*.whl" in install[0] and "offline" not in install[0]
+    assert any("/tmp/wheels/offline/*.whl" in r for r in STAGES["offline"].args("RUN"))
+
+
+def test_llama_cpp_is_compiled_portable_alone_in_its_layer_from_the_lock():
     assert any("-DGGML_NATIVE=OFF" in a for a in STAGES["wheels"].args("ARG"))
-    # the compile is alone in its layer, before any project file is copied
     instructions = STAGES["wheels"].instructions
     compile_at = next(i for i, (kw, rest) in enumerate(instructions)
-                      if kw == "RUN" and "llama-cpp-python==" in rest)
-    first_copy = next(i for i, (kw, _) in enumerate(instructions) if kw == "COPY")
-    assert compile_at < first_copy
+                      if kw == "RUN" and "/wheels/llama" in rest)
+    rest_at = next(i for i, (kw, rest) in enumerate(instructions)
+                   if kw == "RUN" and "for set in" in rest)
+    assert compile_at < rest_at
+    lock = (h.ROOT / "requirements" / "serve.txt").read_text()
+    pin = next(p for p in tomllib.loads((h.ROOT / "pyproject.toml").read_text())["project"][
+        "dependencies"] if p.startswith("llama-cpp-python"))
+    assert pin + " \\\n    --hash=sha256:" in lock  # the exact pin, with its hash
+
+
+def test_llama_block_extraction_keeps_the_pin_and_its_hashes(tmp_path):
+    import subprocess
+
+    run = next(r for r in STAGES["wheels"].args("RUN") if "/wheels/llama" in r)
+    extract = run.split("--mount=type=cache,target=/root/.cache/pip", 1)[1].split(" > ")[0]
+    lock = h.ROOT / "requirements" / "serve.txt"
+    out = subprocess.run(["sh", "-c", extract.strip().replace("serve.txt", str(lock))],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("llama-cpp-python==") and lines[0].endswith(" \\")
+    assert all(line.strip().startswith("--hash=sha256:") for line in lines[1:]) and len(lines) >= 2
 
 
 def test_runtime_runs_as_a_non_root_user():
