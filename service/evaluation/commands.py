@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from service.progress import add_quiet_argument, progress
+
 # Identity of a run, carried over when a report is recomputed from its rows.
 IDENTITY_KEYS = ("model", "prompt_sha", "rules_sha", "calibrated", "l1_present", "mode",
                  "n_threads", "calibration", "thresholds")
@@ -133,26 +135,22 @@ def replay(args: argparse.Namespace, settings: Any) -> tuple[dict, list[dict]]:
                                   else served_calibration(settings, classifier, _say))
 
     partial = Path(args.rows).open("w", encoding="utf-8") if args.rows else None
-    done = 0
-
-    def on_row(row: dict) -> None:
-        nonlocal done
-        done += 1
-        if partial is not None:  # streamed, so a long run that dies still leaves its rows
-            partial.write(json.dumps(row, ensure_ascii=False) + "\n")
-            partial.flush()
-        if not args.quiet:
-            print(f"[{done}/{len(records)}] {row['id']} truth={row['truth']} "
-                  f"predicted={row['predicted']} l2={row['l2']} ({row['method']}) "
-                  f"{row['latency_ms']:.0f} ms", file=sys.stderr, flush=True)
-
     features: dict[str, list] | None = {} if args.features else None
-    try:
-        report, rows = run_eval(settings, records, classifier=classifier, on_row=on_row,
-                                features=features, l1=l1)
-    finally:
-        if partial is not None:
-            partial.close()
+    with progress(total=len(records), desc="eval", unit="ticket", quiet=args.quiet) as bar:
+
+        def on_row(row: dict) -> None:
+            if partial is not None:  # streamed, so a long run that dies still leaves its rows
+                partial.write(json.dumps(row, ensure_ascii=False) + "\n")
+                partial.flush()
+            bar.set_postfix_str(f"{row['id']} {row['truth']}->{row['predicted']}", refresh=False)
+            bar.update(1)
+
+        try:
+            report, rows = run_eval(settings, records, classifier=classifier, on_row=on_row,
+                                    features=features, l1=l1)
+        finally:
+            if partial is not None:
+                partial.close()
     calibrator = classifier.calibrator
     report["calibration"] = calibrator.version if calibrator is not None else None
     report["green_curve"] = green_curve(rows, _thresholds(report["thresholds"]))
@@ -212,5 +210,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--plots", default="", metavar="DIR",
                         help="also draw the confusion matrix and the greens-cleared / "
                              "false-greens curve as PNGs in DIR (matplotlib, offline extra)")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_argument(parser)
     parser.set_defaults(func=cmd_eval)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from service.l2.classifier import Classification
+from service.l2.decision import Thresholds
+from service.results import L2Result, ModelInfo
+
 
 def row(i, truth, pred, l1="none", l2=None, lang="en", category="billing", **extra):
     base = {"id": f"T-{i:03d}", "truth": truth, "predicted": pred, "l1": l1, "l2": l2 or pred,
@@ -28,3 +32,23 @@ def scored(i, truth, p_green, p_red=0.05, **extra):
     l2 = "red" if p_red >= 0.3 else ("green" if p_green >= 0.8 else "yellow")
     return row(i, truth, l2, l2=l2, answers=answers(p_green, p_red),
                probabilities={"risk": answers(p_green, p_red)["risk"]["probabilities"]}, **extra)
+
+
+class FixedL2:
+    """Stands in for the model (model tests are separate): every ticket gets `result`."""
+
+    model_info = ModelInfo(name="stand-in.gguf", sha256="0" * 64)
+    prompt_sha = "1" * 64
+    mode = "fused"
+    calibrator = None
+    thresholds = Thresholds()
+    runner = type("Runner", (), {"n_threads": 1})()
+
+    def __init__(self, result: L2Result) -> None:
+        self.result = result
+
+    def set_calibrator(self, calibrator) -> None:
+        self.calibrator = calibrator
+
+    def classify(self, text: str) -> Classification:
+        return Classification(result=self.result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 
@@ -9,7 +10,8 @@ import pytest
 
 from service import cli
 from service.evaluation.run import write_rows
-from tests.evaluation.support import scored
+from service.results import L2Result
+from tests.evaluation.support import FixedL2, scored
 
 
 @pytest.fixture
@@ -78,3 +80,38 @@ def test_plots_are_written_beside_the_json(rows_file, tmp_path, capsys):
     for name in ("confusion.png", "green-threshold.png"):
         assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert str(plots / "confusion.png") in capsys.readouterr().err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_replay_draws_progress_on_a_terminal_unless_quiet(tmp_path, monkeypatch, quiet):
+    data = tmp_path / "two.jsonl"
+    data.write_text("".join(json.dumps({"id": f"P-{i}", "body": "How do I export invoices?",
+                                        "risk": "green"}) + "\n" for i in range(2)))
+    yellow = L2Result(level="yellow", method="logits", reason="P(green)=0.50 < 0.80")
+    monkeypatch.setattr("service.l2.Classifier.from_settings", lambda *a, **k: FixedL2(yellow))
+    monkeypatch.setattr("service.logs.configure_logging", lambda level: None)  # global state
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    argv = ["eval", "--data", str(data), "--json", str(tmp_path / "o.json"), "--rows",
+            str(tmp_path / "rows.jsonl"), "--calibration", "none"] + (["--quiet"] if quiet else [])
+    assert cli.main(argv) == 0
+    drawn = terminal.getvalue()
+    assert ("2/2" in drawn and "ticket/s" in drawn) is not quiet
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 2
+    assert json.loads((tmp_path / "o.json").read_text())["greens_cleared"] == 0.0
+
+
+def test_replay_draws_nothing_in_a_pipe(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"id": "P-1", "body": "How do I export?", "risk": "green"}) + "\n")
+    green = L2Result(level="green", method="logits", reason="P(green)=0.90 >= 0.80")
+    monkeypatch.setattr("service.l2.Classifier.from_settings", lambda *a, **k: FixedL2(green))
+    assert cli.main(["eval", "--data", str(data), "--json", "-", "--calibration", "none"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["answered_automatically"] == 1.0
+    assert "ticket/s" not in err and "L1 + L2 (final)" in err

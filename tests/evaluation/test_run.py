@@ -12,8 +12,9 @@ from service.evaluation import run
 from service.l2.classifier import Classification
 from service.l2.decision import Thresholds
 from service.labelled import LabelledFileError, LabelledTicket, read_labelled
-from service.results import L2Result, ModelInfo
+from service.results import L2Result
 from service.settings import PROJECT_ROOT
+from tests.evaluation.support import FixedL2
 
 OUT_KEYS = {"n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall",
             "category_accuracy", "ece_risk", "confusion", "per_language", "l1_only", "l2_only",
@@ -28,23 +29,6 @@ RECORDS = [LabelledTicket(id="E-1", language="en", subject="Export",
            LabelledTicket(id="E-2", language="en", subject="Delete",
                           body="Delete my account and all of its data today.", risk="red",
                           category="account", flags={"destructive_or_access": True})]
-
-
-class FixedL2:
-    """Stands in for the model (model tests are separate): every ticket gets `result`."""
-
-    model_info = ModelInfo(name="stand-in.gguf", sha256="0" * 64)
-    prompt_sha = "1" * 64
-    mode = "fused"
-    calibrator = None
-    thresholds = Thresholds()
-    runner = type("Runner", (), {"n_threads": 1})()
-
-    def __init__(self, result: L2Result) -> None:
-        self.result = result
-
-    def classify(self, text: str) -> Classification:
-        return Classification(result=self.result)
 
 
 def test_replay_grades_l1_and_l2_together():
