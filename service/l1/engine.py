@@ -13,8 +13,8 @@ from bisect import bisect_left
 
 import numpy as np
 
+from service.l1.compiled import Rule, RulePack, Window
 from service.l1.normalise import Normalised, normalise
-from service.l1.pack import Rule, RulePack, Window
 from service.results import L1Level, L1Result, RuleHit
 
 MAX_HITS_PER_RULE = 5  # one per firing pattern, up to this many; the level needs only one

@@ -2,15 +2,14 @@
 
 `load_pack` refuses a pack with any problem and names the file and rule at fault: unknown or
 missing keys, RE2 compile errors (with the pattern), duplicate ids, a flag on a non-red
-rule, an unknown validator, and any example that does not behave. The compiled `RulePack` is
-immutable; the engine (engine.py) reads it, the holder (holder.py) swaps it.
+rule, an unknown validator, and any example that does not behave. The compiled `RulePack`
+(compiled.py) is immutable; the engine (engine.py) reads it, the holder (holder.py) swaps it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,11 @@ import msgspec
 import re2
 import yaml
 
+from service.l1.compiled import PatternSet, Regex, Rule, RulePack, Window
+from service.l1.engine import evaluate
 from service.l1.lint import lint_pattern
 from service.l1.schema import Context, PackFile, RuleSpec, Scope
-from service.l1.validators import VALIDATORS, Validator
-
-# re2's compiled pattern type is private (re2._Regexp); this alias names it.
-Regex = Any
+from service.l1.validators import VALIDATORS
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 _ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
@@ -43,56 +41,6 @@ class PackError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("\n".join(problems))
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A compiled context (or unless) block: one alternation of its words and where to look."""
-
-    words: Regex
-    within: int
-    direction: str  # "around", "before" or "after"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One rule, compiled."""
-
-    spec: RuleSpec
-    file: str
-    patterns: tuple[Regex, ...]
-    validator: Validator | None
-    context: Window | None  # one of these words must be near the match
-    unless: Window | None  # none of these words may be near the match
-
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-
-@dataclass(frozen=True, slots=True)
-class PatternSet:
-    """Patterns scanned together in one pass over a ticket (one re2.Set)."""
-
-    scope: Scope
-    name: str  # "<scope>:<file or han>#<n>", for diagnostics
-    matcher: Any  # re2.Set
-    owners: tuple[tuple[int, int], ...]  # set index -> (rule index, pattern index)
-
-
-@dataclass(frozen=True, slots=True)
-class RulePack:
-    path: str
-    files: tuple[str, ...]
-    sha: str  # rules_sha: sha256 over the canonical bytes of the files (see pack_sha)
-    rules: tuple[Rule, ...]
-    sets: tuple[PatternSet, ...]  # a ticket is scanned once per set: a small, fixed number
-
-    def rule(self, rule_id: str) -> Rule:
-        for rule in self.rules:
-            if rule.id == rule_id:
-                return rule
-        raise KeyError(rule_id)
 
 
 def options(scope: Scope, *, max_mem: int = PATTERN_MAX_MEM) -> re2.Options:
@@ -347,8 +295,6 @@ def build_pack(files: dict[str, bytes], path: str = "<memory>") -> RulePack:
 
 def check_examples(pack: RulePack) -> list[str]:
     """Run every rule's must_match / must_not_match through the real engine."""
-    from service.l1.engine import evaluate  # the engine imports this module's types
-
     problems: list[str] = []
     for rule in pack.rules:
         where = f"{rule.file}: rule {rule.id}"
