@@ -4,9 +4,12 @@
 
 api:    GET http://127.0.0.1:$TRIAGE_PORT/healthz must answer 200.
 worker: GET http://127.0.0.1:$TRIAGE_METRICS_PORT/metrics must carry a heartbeat
-        (triage_worker_heartbeat_timestamp_seconds) younger than --max-age, default twice
-        TRIAGE_HEARTBEAT_TTL_S. A worker still loading its model has no heartbeat yet: the
-        HEALTHCHECK start period (and the k8s startupProbe) cover that.
+        (triage_worker_heartbeat_timestamp_seconds) and a main-loop stamp
+        (triage_worker_loop_timestamp_seconds: the loop took a ticket or waited on the stream)
+        both younger than --max-age, default twice TRIAGE_HEARTBEAT_TTL_S plus
+        TRIAGE_L2_TIMEOUT_S (one ticket may hold the loop that long). The heartbeat thread
+        alone would go on beating with the loop stuck. A worker still loading its model has
+        neither yet: the HEALTHCHECK start period (and the k8s startupProbe) cover that.
 Without a role the probe reads PID 1's command line (`triage serve|run|worker ...`); one-shot
 commands (fetch-model, recalibrate, audit...) have nothing to probe and count as healthy.
 Exit 0 healthy, 1 unhealthy; one line on stdout says why (Docker keeps it).
@@ -24,6 +27,7 @@ import urllib.request
 from collections.abc import Sequence
 
 HEARTBEAT = "triage_worker_heartbeat_timestamp_seconds"
+LOOP = "triage_worker_loop_timestamp_seconds"
 ROLES = {"serve": "api", "run": "api", "worker": "worker"}
 
 
@@ -44,14 +48,15 @@ def read_pid1_cmdline() -> list[str]:
     return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
 
-def heartbeat_timestamp(exposition: str) -> float | None:
-    """The newest heartbeat in a Prometheus text exposition (None when the worker never beat)."""
+def heartbeat_timestamp(exposition: str, metric: str = HEARTBEAT) -> float | None:
+    """The newest value of a timestamp gauge in a Prometheus text exposition (None when it
+    was never set)."""
     newest: float | None = None
     for line in exposition.splitlines():
-        if not line.startswith(HEARTBEAT):
+        if not line.startswith(metric):
             continue
         name_and_labels, _, rest = line.partition(" ")
-        if name_and_labels.split("{", 1)[0] != HEARTBEAT:
+        if name_and_labels.split("{", 1)[0] != metric:
             continue
         try:
             value = float(rest.split()[0])
@@ -69,7 +74,14 @@ def check_worker(exposition: str, now: float, max_age: float) -> tuple[bool, str
     age = now - stamp
     if age > max_age:
         return False, f"worker: last heartbeat {age:.0f}s ago (limit {max_age:.0f}s)"
-    return True, f"worker: heartbeat {age:.0f}s ago"
+    loop = heartbeat_timestamp(exposition, LOOP)
+    if loop is None:
+        return False, "worker: heartbeat, but the main loop never ran"
+    loop_age = now - loop
+    if loop_age > max_age:
+        return False, (f"worker: heartbeat, but the main loop is stuck: last round "
+                       f"{loop_age:.0f}s ago (limit {max_age:.0f}s)")
+    return True, f"worker: heartbeat {age:.0f}s ago, main loop {loop_age:.0f}s ago"
 
 
 def _get(url: str, timeout: float) -> tuple[int, str]:
@@ -114,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Docker reserves exit code 2; a job container is judged by its exit code instead.
         print("healthcheck: not a serve/run/worker container; nothing to probe")
         return 0
-    max_age = args.max_age or 2.0 * _env_int("TRIAGE_HEARTBEAT_TTL_S", 30)
+    max_age = args.max_age or (2.0 * _env_int("TRIAGE_HEARTBEAT_TTL_S", 30)
+                                + _env_int("TRIAGE_L2_TIMEOUT_S", 30))
     healthy, reason = probe(role, port=_env_int("TRIAGE_PORT", 8000),
                             metrics_port=_env_int("TRIAGE_METRICS_PORT", 9108),
                             max_age=max_age, timeout=args.timeout)

@@ -96,21 +96,21 @@ def _app(settings: Settings, redis_url: str, holder):
     return create_app(settings, redis_url, holder, extra_route_handlers=console_routes())
 
 
-def _build_worker(settings: Settings, redis_url: str):
-    import redis
-
+def _build_worker(settings: Settings, allow_embedded: bool = False):
     from .l2 import Classifier
     from .model_fetch import ModelError
+    from .redis_conn import connect
     from .worker import Worker
 
+    # Redis first: a worker without one should say so in a second, not after loading a model.
+    client = connect(settings, allow_embedded=allow_embedded, socket_timeout=10,
+                     health_check_interval=10)
     try:
         classifier = Classifier.from_settings(settings)
     except ModelError as error:
         print(f"triage worker: {error}", file=sys.stderr)
         raise SystemExit(3) from None
     watcher = _calibration_watcher(settings, classifier)
-    client = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=3,
-                                  health_check_interval=10)
     return Worker(settings, client, classifier, calibration_watcher=watcher), client
 
 
@@ -149,11 +149,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from .metrics import REGISTRY
-    from .redis_conn import resolve_redis_url
 
     settings = _settings()
-    redis_url = resolve_redis_url(settings, allow_embedded=False)
-    worker, client = _build_worker(settings, redis_url)
+    worker, client = _build_worker(settings)
     if settings.metrics_port:
         start_http_server(settings.metrics_port, addr=settings.host, registry=REGISTRY)
     sender = _start_callbacks(settings, client, worker.consumer)
@@ -171,10 +169,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """API at once; the worker loads the model in its own thread (/readyz says when it is up)."""
+    import msgspec
     import redis
     import uvicorn
 
-    from .redis_conn import resolve_redis_url
+    from .redis_conn import RedisUnavailable, resolve_redis_url
 
     settings = _dev_tokens(_settings())
     holder = _rules(settings)
@@ -185,7 +184,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def work() -> None:
         try:
-            worker, _ = _build_worker(settings, redis_url)
+            worker, _ = _build_worker(msgspec.structs.replace(settings, redis_url=redis_url))
+        except RedisUnavailable as error:
+            print(f"triage run: worker: {error}", file=sys.stderr)
+            failed.set()
+            return
         except SystemExit:
             failed.set()  # the reason is already printed; the API keeps answering, not ready
             return
@@ -259,11 +262,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_NO_REDIS = 4
+
+
 def main(argv: list[str] | None = None) -> int:
+    import redis
+
+    from .redis_conn import RedisUnavailable
+
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except RedisUnavailable as error:
+        print(f"triage {args.command}: {error}", file=sys.stderr)
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        print(f"triage {args.command}: Redis does not answer ({type(error).__name__}: "
+              f"{' '.join(str(error).split())})", file=sys.stderr)
+    return EXIT_NO_REDIS
 
 
 if __name__ == "__main__":

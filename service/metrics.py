@@ -66,6 +66,10 @@ decisions_total = Counter("triage_decisions_total", "Operator decisions by actio
                           registry=REGISTRY)
 worker_heartbeat_timestamp = Gauge("triage_worker_heartbeat_timestamp_seconds",
                                    "Last heartbeat of this worker (unix time)", registry=REGISTRY)
+worker_loop_timestamp = Gauge(
+    "triage_worker_loop_timestamp_seconds",
+    "Last time this worker's main loop went round: took a ticket, or waited on the stream "
+    "(unix time); the liveness probe needs it fresh, not only the heartbeat", registry=REGISTRY)
 workers_alive = Gauge("triage_workers_alive", "Workers with a fresh heartbeat", registry=REGISTRY)
 rules_reload_total = Counter("triage_rules_reload_total", "Rule-pack reloads by outcome",
                              ["outcome"], registry=REGISTRY)
@@ -73,6 +77,10 @@ calibration_ece = Gauge("triage_calibration_ece", "Expected calibration error af
                         ["question"], registry=REGISTRY)
 calibration_age_seconds = Gauge("triage_calibration_age_seconds",
                                 "Age of the loaded calibration artifact", registry=REGISTRY)
+calibration_loaded = Gauge(
+    "triage_calibration_loaded",
+    "1 when this worker serves with a calibration artifact, 0 when it runs uncalibrated",
+    registry=REGISTRY)
 calibration_stale = Gauge("triage_calibration_stale",
                           "1 when the newest artifact does not match the running model or prompts",
                           registry=REGISTRY)

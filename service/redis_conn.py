@@ -68,12 +68,32 @@ def start_embedded(var_dir: str | Path, port: int = EMBEDDED_PORT) -> str:
     raise RuntimeError(f"embedded redis-server did not start; see {data / 'redis.log'}")
 
 
+class RedisUnavailable(RuntimeError):
+    """No Redis to talk to; the message is one line naming where it was looked for."""
+
+
 def resolve_redis_url(settings: Settings, allow_embedded: bool = True) -> str:
     if settings.redis_url:
         return settings.redis_url
     if _reachable(LOCAL_URL):
         return LOCAL_URL
     if not allow_embedded:
-        raise RuntimeError("no REDIS_URL and nothing on 127.0.0.1:6379")
+        raise RedisUnavailable("no REDIS_URL and nothing answers on 127.0.0.1:6379")
     log.info("local_redis_unreachable_starting_embedded")
     return start_embedded(settings.var_dir)
+
+
+def connect(settings: Settings, allow_embedded: bool = True, **options) -> redis.Redis:
+    """A client for the settings' Redis that has answered a PING: a command fails here, with
+    one line, before it loads a model or reads any data."""
+    from .settings import _without_password
+
+    url = resolve_redis_url(settings, allow_embedded=allow_embedded)
+    client = redis.Redis.from_url(url, **{"socket_connect_timeout": 3, **options})
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        client.close()
+        raise RedisUnavailable(f"Redis at {_without_password(url)} does not answer "
+                               f"({type(error).__name__}: {' '.join(str(error).split())})") from None
+    return client

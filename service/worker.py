@@ -104,6 +104,9 @@ class Worker:
                  burst=burst)
         try:
             while not self.stop.is_set():
+                # Liveness: a loop stuck in a ticket or a call stops this clock, while the
+                # heartbeat thread would go on beating.
+                metrics.worker_loop_timestamp.set(time.time())
                 if self.calibration_watcher is not None:
                     self.calibration_watcher.poll()
                 try:

@@ -200,16 +200,14 @@ def _print_calibration(record, state, out: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import redis
-
     from ..keys import Keys
-    from ..redis_conn import resolve_redis_url
+    from ..redis_conn import connect
     from .job import run_audit
     from .report import write_report
 
     settings = _settings()
     kappa_min = settings.kappa_min if args.kappa_min is None else args.kappa_min
-    client = redis.Redis.from_url(resolve_redis_url(settings, allow_embedded=True))
+    client = connect(settings, allow_embedded=True)
     keys = Keys(settings.redis_prefix)
     judge = _judge(settings, args, cache=RedisVerdictCache(client, keys))
     record_path = Path(args.calibration) if args.calibration else \

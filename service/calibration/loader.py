@@ -94,8 +94,9 @@ def load_latest(directory: str | Path, model_sha: str, prompt_sha: str) -> LoadO
 
 
 def publish(calibrator: Calibrator | None) -> None:
-    """Export the loaded artifact's figures: ECE per question and age."""
+    """Export the loaded artifact's figures: whether there is one, ECE per question and age."""
     metrics.calibration_ece.clear()
+    metrics.calibration_loaded.set(0 if calibrator is None else 1)
     if calibrator is None:
         metrics.calibration_age_seconds.set(0)
         return

@@ -362,17 +362,15 @@ def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: 
         examples, skipped = replay(read_labelled(opts.from_file), "file", cache, classifier,
                                    progress=progress)
     else:
+        client = redis_client
+        if client is None:  # before the replay: no Redis should not cost a model load
+            from service.redis_conn import connect
+
+            client = connect(settings, allow_embedded=False)
         corpus: list[Example] = []
         if opts.corpus:
             corpus, skipped = replay(read_labelled(opts.corpus), "corpus", cache, classifier,
                                      progress=progress)
-        client = redis_client
-        if client is None:
-            import redis
-
-            from service.redis_conn import resolve_redis_url
-
-            client = redis.Redis.from_url(resolve_redis_url(settings, allow_embedded=False))
         decided, missing = collect_decisions(client, Keys(settings.redis_prefix), model_sha,
                                              prompt_sha)
         skipped.update(missing)

@@ -155,3 +155,22 @@ def test_stale_reasons_name_what_differs():
     assert stale_reasons("m", "p", "m", "p") == []
     assert stale_reasons("m", "p", "other", "p") == ["model sha256"]
     assert stale_reasons("m", "p", "other", "q") == ["model sha256", "prompt_sha"]
+
+
+def test_the_loaded_gauge_says_whether_any_calibration_is_in_use(tmp_path):
+    """TriageCalibrationMissing (deploy/prometheus) fires on this gauge at 0."""
+    metrics_before = gauge("triage_calibration_loaded")
+    watcher = CalibrationWatcher(tmp_path, MODEL_SHA, PROMPT_SHA, Changes())
+    try:
+        watcher.poll()  # an empty directory
+        assert gauge("triage_calibration_loaded") == 0
+        artifacts.write(tmp_path, "20260101T000000Z-00000001")
+        watcher.poll()
+        assert gauge("triage_calibration_loaded") == 1
+        shutil.rmtree(tmp_path / "20260101T000000Z-00000001")
+        watcher.poll()
+        assert gauge("triage_calibration_loaded") == 0
+    finally:
+        from service import metrics
+
+        metrics.calibration_loaded.set(metrics_before or 0)

@@ -17,6 +17,7 @@ REQUIRED = {
     "TriageOperatorQueueGrowing",  # queue depth growing for 10 min
     "TriageEndToEndSlow",          # end-to-end p95 over its objective
     "TriageCalibrationStale",
+    "TriageCalibrationMissing",    # a worker with no calibration artifact at all
     "TriageAuditKappaLow",         # kappa under 0.6
     "TriageNoWorkerHeartbeat",
 }

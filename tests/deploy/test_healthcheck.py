@@ -107,7 +107,8 @@ def test_nothing_listening_is_unhealthy():
 
 def test_worker_heartbeat_age_decides():
     now = time.time()
-    body = f"triage_worker_heartbeat_timestamp_seconds {now - 10}\n"
+    body = (f"triage_worker_heartbeat_timestamp_seconds {now - 10}\n"
+            f"triage_worker_loop_timestamp_seconds {now - 5}\n")
     with _Server({"/metrics": (200, body)}) as server:
         assert _probe("worker", server.port, now=now)[0] is True
         healthy, reason = _probe("worker", server.port, now=now + 120)
@@ -115,6 +116,19 @@ def test_worker_heartbeat_age_decides():
     with _Server({"/metrics": (200, "triage_worker_heartbeat_timestamp_seconds 0.0\n")}) as server:
         healthy, reason = _probe("worker", server.port)
         assert not healthy and "no heartbeat" in reason
+
+
+def test_a_stuck_main_loop_is_unhealthy_though_the_heartbeat_is_fresh():
+    now = time.time()
+    stuck = (f"triage_worker_heartbeat_timestamp_seconds {now - 2}\n"
+             f"triage_worker_loop_timestamp_seconds {now - 400}\n")
+    with _Server({"/metrics": (200, stuck)}) as server:
+        healthy, reason = _probe("worker", server.port, now=now, max_age=300.0)
+        assert not healthy and "main loop is stuck" in reason
+    never = f"triage_worker_heartbeat_timestamp_seconds {now - 2}\n"
+    with _Server({"/metrics": (200, never)}) as server:
+        healthy, reason = _probe("worker", server.port, now=now)
+        assert not healthy and "never ran" in reason
 
 
 def test_main_exit_codes(monkeypatch, capsys):
