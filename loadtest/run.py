@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
+import plots  # noqa: E402
 
 TARGETS = {"accept_p99_ms": 50.0, "server_errors": 0, "lost": 0}
 
@@ -187,9 +188,11 @@ def analyse(stack: harness.Stack, args: argparse.Namespace, outcomes: dict[str, 
             1e-9, (backlog[-1]["t"] - backlog[0]["t"]) / 60)
     accept_ms = [ms for _, ms, status, _ in posts if status in (202, 429)]
     offered = len(posts) / max(1e-9, load_end - load_start)
+    accept_histogram = plots.histogram(accept_ms)
     decisions = Counter(status for status, _ in outcomes.get("decisions", []))
     return {
         "accept_ms": quantiles(accept_ms),
+        "accept_histogram": accept_histogram,
         "requests": {"total": len(posts), "per_second": round(offered, 2),
                      "by_status": {str(k): v for k, v in sorted(statuses.items())},
                      "server_errors": server_errors,
@@ -221,7 +224,7 @@ def workers_needed(tickets_per_minute: float, per_worker: float | None) -> int |
     return math.ceil(tickets_per_minute / per_worker)
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: dict[str, Any], pictures: list[str] | tuple[str, ...] = ()) -> str:
     r, cfg, t = report["results"], report["config"], report["targets"]
     a, req, proc, cap = r["accept_ms"], r["requests"], r["processed"], r["capacity"]
     e2e, growth, integ = r["end_to_end_ms"], r["queue_growth"], r["integrity"]
@@ -286,6 +289,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Raw samples and Locust's CSVs: `{report['workdir']}`.",
     ]
+    if pictures:
+        lines += ["", "## Pictures", ""] + [f"![{name}]({name})" for name in pictures]
     return "\n".join(lines) + "\n"
 
 
@@ -354,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {"cpus": os.cpu_count(), "load_before": load_before,
                         "load_after": round(os.getloadavg()[0], 2),
                         "python": platform.python_version()},
+            "load_window": {"start": load_start, "end": load_end},
             "results": results, "backpressure": bp,
             "sizing": {"workers_for": {str(n): workers_needed(n, per_worker)
                                        for n in (10, 30, 60, 120, 300)},
@@ -371,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stack.stop()
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "report.md").write_text(render_markdown(report))
+    try:
+        pictures = [p.name for p in plots.draw(report, out)]
+    except ImportError:  # matplotlib is the offline extra's
+        pictures = []
+    (out / "report.md").write_text(render_markdown(report, pictures))
     print((out / "report.md").read_text())
     print(f"loadtest: report in {out}/report.md and report.json")
     return 0 if all(report["targets"].values()) else 1

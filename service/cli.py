@@ -218,7 +218,7 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
     from .model_fetch import ModelError, fetch_model
 
     settings = _settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         path = fetch_model(args.dir or settings.model_dir, args.size or settings.model_size,
                            quiet=args.quiet)

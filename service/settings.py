@@ -88,6 +88,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_request_bytes: Annotated[int, Meta(ge=1024, le=64 * 2**20)] = 64 * 1024  # TRIAGE_MAX_REQUEST_BYTES
     # --- logging
     log_level: str = "info"  # TRIAGE_LOG_LEVEL
+    log_format: str = "auto"  # TRIAGE_LOG_FORMAT: auto (console on a terminal, else JSON), json, console
     log_ticket_text: bool = False  # TRIAGE_LOG_TICKET_TEXT: debug only; never on in production
     # --- audit
     kappa_min: Annotated[float, Meta(ge=0, le=1)] = 0.6  # TRIAGE_KAPPA_MIN
@@ -132,6 +133,7 @@ ENV: dict[str, str] = {
     "max_text_bytes": "TRIAGE_MAX_TEXT_BYTES",
     "max_request_bytes": "TRIAGE_MAX_REQUEST_BYTES",
     "log_level": "TRIAGE_LOG_LEVEL",
+    "log_format": "TRIAGE_LOG_FORMAT",
     "log_ticket_text": "TRIAGE_LOG_TICKET_TEXT",
     "kappa_min": "TRIAGE_KAPPA_MIN",
     "judge_model_path": "TRIAGE_JUDGE_MODEL_PATH",
@@ -172,6 +174,7 @@ def _cross_check(settings: Settings) -> None:
     checks = [
         ("log_level", settings.log_level.lower() in ("debug", "info", "warning", "error"),
          "debug, info, warning or error"),
+        ("log_format", settings.log_format in ("auto", "json", "console"), "auto, json or console"),
         ("callback_secret", bool(settings.callback_secret) or not settings.callback_hosts,
          "at least one secret while TRIAGE_CALLBACK_HOSTS is set (callbacks are always signed)"),
         ("max_text_bytes", settings.max_text_bytes <= settings.max_request_bytes,
@@ -271,5 +274,5 @@ def settings_or_exit(program: str) -> Settings:
     except SettingsError as error:
         print(f"{program}: invalid setting: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     return settings

@@ -20,6 +20,7 @@ from ..progress import add_quiet_argument, progress
 from .calibration import calibrate, gating_state, load_record, write_record
 from .cases import DEFAULT_CASES_PATH, load_cases
 from .judge import METHODS, Judge, RedisVerdictCache
+from .plots import criterion_agreement_png
 from .rubric import DEFAULT_RUBRIC_DIR, RubricError, load_rubric
 
 log = structlog.get_logger()
@@ -154,10 +155,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         record, _ = calibrate(judge, cases, cases_path=" + ".join(used), on_case=on_case)
     out = Path(args.out) if args.out else _audit_dir(settings) / "calibration.json"
     write_record(record, out)
+    try:
+        png = criterion_agreement_png(record.criteria, out.with_name(out.stem + "-criteria.png"))
+    except ImportError:
+        png = None  # matplotlib is the offline extra's; the numbers are in the record anyway
     state = gating_state(record, judge_model_sha256=judge.model_sha256,
                          rubric_sha256=judge.rubric.sha256, method=judge.method,
                          kappa_min=kappa_min)
     _print_calibration(record, state, out)
+    print(f"wrote {png}" if png else "no picture: matplotlib (the offline extra) is not installed")
     if args.json:
         summary = {"n": record.n, "observed": record.observed, "expected": record.expected,
                    "kappa": record.kappa, "confusion": record.confusion,
@@ -212,7 +218,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     judge = _judge(settings, args, cache=RedisVerdictCache(client, keys))
     record_path = Path(args.calibration) if args.calibration else \
         _audit_dir(settings) / "calibration.json"
-    state = gating_state(load_record(record_path), judge_model_sha256=judge.model_sha256,
+    record = load_record(record_path)
+    state = gating_state(record, judge_model_sha256=judge.model_sha256,
                          rubric_sha256=judge.rubric.sha256, method=judge.method,
                          kappa_min=kappa_min)
     operator_cases = _operator_cases(settings, args)
@@ -221,7 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                        sample_size=args.sample, window=args.window, green_share=args.green_share,
                        rng=random.Random(args.seed), max_age_s=settings.result_ttl_s,
                        quiet=args.quiet)
-    json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings))
+    json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings),
+                                      criteria=record.criteria if record else None)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_bytes(json_path.read_bytes())

@@ -10,11 +10,13 @@ the share of all tickets that were false greens.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
-from .calibration import GatingState
+from .calibration import CriterionAgreement, GatingState
+from .plots import criterion_agreement_png
 from .stats import wilson_interval
 
 
@@ -142,12 +144,35 @@ def render_markdown(report: AuditReport) -> str:
     return "\n".join(lines)
 
 
-def write_report(report: AuditReport, out_dir: str | Path) -> tuple[Path, Path]:
-    """audit-<UTC stamp>.json and .md under `out_dir` (default var/audit/)."""
+def criteria_markdown(criteria: Mapping[str, CriterionAgreement], png: str | None) -> str:
+    """The judge's agreement with people per criterion (from the calibration record), with the
+    picture beside the report when one was drawn."""
+    lines = ["## Judge agreement per criterion (calibration set)", "",
+             "| criterion | applied | agree | failed by people | failed by the judge |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {name} | {row.n} | {row.agree} ({_pct(row.agree / row.n if row.n else None)}) | "
+              f"{row.human_failed} | {row.judge_failed} |" for name, row in criteria.items()]
+    lines += ["", f"![agreement per criterion]({png})" if png else
+              "*No picture: matplotlib (the `offline` extra) is not installed.*", ""]
+    return "\n".join(lines)
+
+
+def write_report(report: AuditReport, out_dir: str | Path,
+                 criteria: Mapping[str, CriterionAgreement] | None = None) -> tuple[Path, Path]:
+    """audit-<UTC stamp>.json and .md under `out_dir` (default var/audit/); with the calibration
+    record's `criteria`, also their agreement table and audit-<stamp>-criteria.png."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.fromtimestamp(report.finished_at, dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     json_path, md_path = out / f"audit-{stamp}.json", out / f"audit-{stamp}.md"
     json_path.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
-    md_path.write_text(render_markdown(report), encoding="utf-8")
+    text = render_markdown(report)
+    if criteria:
+        png = out / f"audit-{stamp}-criteria.png"
+        try:
+            criterion_agreement_png(criteria, png)
+        except ImportError:
+            png = None
+        text += "\n" + criteria_markdown(criteria, png.name if png else None)
+    md_path.write_text(text, encoding="utf-8")
     return json_path, md_path

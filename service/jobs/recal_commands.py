@@ -37,7 +37,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     except SettingsError as error:
         print(f"triage recalibrate: invalid setting: {error}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     min_per_class = args.min_per_class
     if min_per_class is None:
         min_per_class = settings.calibration_min_per_class
