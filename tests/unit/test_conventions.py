@@ -22,7 +22,7 @@ def test_fetch_model_honours_triage_model_size(env, argv, size, monkeypatch, tmp
     monkeypatch.setenv("TRIAGE_MODEL_SIZE", env)
     monkeypatch.setenv("TRIAGE_MODEL_DIR", str(tmp_path))
     monkeypatch.setattr("service.model_fetch.fetch_model", fake_fetch)
-    monkeypatch.setattr("service.logs.configure_logging", lambda level: None)  # global state
+    monkeypatch.setattr("service.logs.configure_logging", lambda *a, **k: None)  # global state
     assert cli.main([*argv, "--quiet"]) == 0
     assert seen == {"dir": str(tmp_path), "size": size, "quiet": True}
     assert capsys.readouterr().out == f"{tmp_path / 'model.gguf'}\n"
