@@ -25,6 +25,12 @@ from service.l1.pack import RulePack, load_pack
 from service.results import ticket_text
 
 SMALL_LIMIT = 4 * 1024  # bytes
+# Targets (issue 17), CPU time per evaluation: p99 up to 4 KiB, at 32 KiB, dense 32 KiB.
+TARGET_P99_MS = 0.5
+TARGET_P99_32K_MS = 2.0
+TARGET_P99_DENSE_MS = 5.0
+DOC_BEGIN = "<!-- BEGIN GENERATED: triage rules latency -->"
+DOC_END = "<!-- END GENERATED: triage rules latency -->"
 LARGE_SIZE = 32 * 1024  # bytes
 _LOG_EVENTS = ("timeout after 30000ms", "retry 3/5", "HTTP 502 from upstream", "ok", "queue 118")
 
@@ -68,6 +74,29 @@ def synthetic_large(heads: list[str], history: list[str], count: int = 24, seed:
     return out
 
 
+def hostile_large(pack: RulePack) -> dict[str, str]:
+    """Pathological 32 KiB tickets, by name: what an attacker or a broken client can send.
+
+    Long runs of digits (validator candidates everywhere), a homoglyph flood (every letter a
+    look-alike the normaliser folds), invisible characters between letters, whitespace of
+    every kind, and every rule firing (all must_match examples of the pack, repeated).
+    """
+    # One example per rule, apart (farther than any context window reaches), then all of
+    # them back to back until the ticket is full.
+    apart = "\n\n" + "x " * 100 + "\n\n"
+    firsts = apart.join(rule.spec.examples.must_match[0] for rule in pack.rules)
+    examples = "\n".join(text for rule in pack.rules for text in rule.spec.examples.must_match)
+    return {
+        "digits_run": "7" * LARGE_SIZE,
+        "card_like_digits": _cut("4111 1111 1111 1112 " * 2000),
+        "phone_like_digits": _cut("+44 7700 900 412 " * 2000),
+        "homoglyph_flood": _cut("Рlеаsе dеlеtе mу ассоunt аnd rеfund ΡΑΥΜΕΝΤ. " * 1000),
+        "invisible_flood": _cut("d\u200be\u200dl\u2060e\ufe0ft\u200be " * 3000),
+        "whitespace_flood": _cut("a \t\u00a0\u3000\r\n\u2028 b  " * 2000),
+        "every_rule_firing": _cut(firsts + apart + (examples + "\n") * (1 + LARGE_SIZE // len(examples))),
+    }
+
+
 def dense_large(texts: list[str], count: int = 12, seed: int = 1) -> list[str]:
     """Worst case: 32 KiB threads whose every quoted message is itself a dev-set ticket."""
     rng = random.Random(seed)
@@ -104,6 +133,51 @@ def _timings(pack: RulePack, texts: list[str], rounds: int) -> tuple[list[float]
     return cpu, wall
 
 
+def _first_pass(pack: RulePack, texts: list[str]) -> list[float]:
+    """CPU time, in ms, of evaluating texts the pack has never seen: no warm-up on them."""
+    cpu: list[float] = []
+    for text in texts:
+        start = time.thread_time()
+        evaluate(pack, text)
+        cpu.append((time.thread_time() - start) * 1000.0)
+    return cpu
+
+
+def _cpu_ticks() -> dict[int, tuple[str, int]]:
+    """pid -> (command, user + system CPU ticks) for every other process (Linux /proc)."""
+    out: dict[int, tuple[str, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        name = command.strip() or stat[stat.index("(") + 1 : stat.rindex(")")]
+        out[int(entry.name)] = (name[:100], int(fields[11]) + int(fields[12]))
+    return out
+
+
+def other_processes(sample_s: float = 1.0, top: int = 5) -> list[dict[str, Any]]:
+    """What else used the CPUs during a short sample: the busiest processes, in % of one core."""
+    if not Path("/proc/self/stat").exists():
+        return []
+    before = _cpu_ticks()
+    time.sleep(sample_s)
+    after = _cpu_ticks()
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy = sorted(
+        ((after[pid][1] - before[pid][1], after[pid][0]) for pid in after if pid in before),
+        reverse=True,
+    )
+    return [
+        {"command": command, "cpu_percent": round(100.0 * used / ticks / sample_s)}
+        for used, command in busy[:top] if used > 0
+    ]
+
+
 def machine() -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
@@ -128,18 +202,28 @@ def run(
 
         rules_path = load_settings().rules_dir
     pack = load_pack(rules_path)
+    others_before = other_processes()
     dev = [ticket_text(row.get("subject"), row.get("body", "")) for row in _rows(dev_path)]
     corpus = [ticket_text(row.get("subject"), row.get("body", "")) for row in _rows(corpus_path)]
+    # First, before any warm-up: dense threads of text the DFAs have never scanned, which is
+    # what a fresh worker pays (RE2 builds DFA states lazily, as text needs them).
+    unseen_cpu = _first_pass(pack, dense_large(dev, seed=seed + 2))
     small = [text for text in dev + corpus if len(text.encode("utf-8")) <= SMALL_LIMIT]
     small_cpu, small_wall = _timings(pack, small, rounds)
     large_cpu, large_wall = _timings(pack, synthetic_large(dev + corpus, corpus, seed=seed), rounds)
     dense_cpu, _ = _timings(pack, dense_large(dev, seed=seed + 1), rounds)
+    hostile = {
+        name: round(max(_timings(pack, [text], rounds)[0]), 4)
+        for name, text in hostile_large(pack).items()
+    }
     return {
         "p50_ms": round(_percentile(small_cpu, 50), 4),
         "p99_ms": round(_percentile(small_cpu, 99), 4),
         "p99_ms_32k": round(_percentile(large_cpu, 99), 4),
         "p50_ms_32k": round(_percentile(large_cpu, 50), 4),
         "p99_ms_32k_dense": round(_percentile(dense_cpu, 99), 4),
+        "max_ms_32k_dense_first_pass": round(max(unseen_cpu), 4),
+        "hostile_max_ms": hostile,
         # Wall-clock time includes waiting for a CPU, i.e. whatever else the machine runs.
         "wall_p99_ms": round(_percentile(small_wall, 99), 4),
         "wall_p99_ms_32k": round(_percentile(large_wall, 99), 4),
@@ -149,4 +233,45 @@ def run(
         "rounds": rounds,
         "rules_sha": pack.sha,
         "machine": machine(),
+        "other_processes": {"before": others_before, "after": other_processes()},
     }
+
+
+def render(report: dict[str, Any], source: str, command: str) -> str:
+    """The latency block of docs/l1.md, from a bench/results.json document (its l1 section)."""
+    l1 = report["l1"]
+
+    def met(value: float, limit: float) -> str:
+        return "yes" if value <= limit else "**no**"
+
+    others = l1.get("other_processes", {}).get("before", [])
+    busy = "; ".join(f"`{p['command'][:60]}` {p['cpu_percent']} %" for p in others) or "nothing"
+    lines = [
+        DOC_BEGIN,
+        f"Generated by `{command}` from [{source}](../{source}), measured "
+        f"{l1.get('created_at', report.get('created_at', '?'))} by `{l1.get('command', report.get('command', '?'))}` "
+        f"(rules_sha `{l1['rules_sha'][:16]}…`, {l1['rounds']} rounds, {l1['clock']}). "
+        f"Load average {l1['machine']['load_avg_1m']} on {l1['machine']['cpu_count']} CPUs; "
+        f"also running (share of one core, sampled before the run): {busy}.",
+        "",
+        "| tickets | CPU p50 | CPU p99 | target p99 | met |",
+        "|---|---:|---:|---:|---|",
+        f"| ≤ 4 KiB, dev + corpus (n = {l1['n']}) | {l1['p50_ms']:.3f} ms | {l1['p99_ms']:.3f} ms "
+        f"| {TARGET_P99_MS} ms | {met(l1['p99_ms'], TARGET_P99_MS)} |",
+        f"| 32 KiB threads and log pastes (n = {l1['n_32k']}) | {l1['p50_ms_32k']:.3f} ms "
+        f"| {l1['p99_ms_32k']:.3f} ms | {TARGET_P99_32K_MS} ms "
+        f"| {met(l1['p99_ms_32k'], TARGET_P99_32K_MS)} |",
+        f"| 32 KiB dense worst case | | {l1['p99_ms_32k_dense']:.3f} ms | {TARGET_P99_DENSE_MS} ms "
+        f"| {met(l1['p99_ms_32k_dense'], TARGET_P99_DENSE_MS)} |",
+    ]
+    if "max_ms_32k_dense_first_pass" in l1:
+        lines.append(
+            f"| 32 KiB dense, first pass of a fresh process (max) | | "
+            f"{l1['max_ms_32k_dense_first_pass']:.3f} ms | | |"
+        )
+    if l1.get("hostile_max_ms"):
+        lines += ["", "Pathological 32 KiB input (`bench.hostile_large`), slowest of the rounds:", "",
+                  "| input | CPU max |", "|---|---:|"]
+        lines += [f"| {name} | {ms:.3f} ms |" for name, ms in l1["hostile_max_ms"].items()]
+    lines.append(DOC_END)
+    return "\n".join(lines) + "\n"

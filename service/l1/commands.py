@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     report.add_argument("--rules", help="pack file or directory (default: TRIAGE_RULES_DIR)")
     report.set_defaults(func=report_command)
 
+    latency = commands.add_parser("latency", help="the latency table of docs/l1.md, from a bench file")
+    latency.add_argument("--results", default="bench/results.json", help="written by `triage bench`")
+    latency.add_argument("--out", help="Markdown file whose GENERATED latency block to update")
+    latency.set_defaults(func=latency_command)
+
 
 def _rules_path(given: str | None) -> str:
     if given:
@@ -144,6 +149,29 @@ def report_command(args: argparse.Namespace) -> int:
         mark = "ok " if target.met else "MISSED"
         print(f"  {mark} {target.name}: {target.value} (limit {target.limit})")
     return 1 if failed else 0
+
+
+def latency_command(args: argparse.Namespace) -> int:
+    import json
+
+    from service.l1 import bench
+
+    try:
+        report = json.loads(Path(args.results).read_text(encoding="utf-8"))
+        report["l1"]["rules_sha"]
+    except (OSError, ValueError, KeyError) as error:
+        print(f"cannot read the l1 section of {args.results}: {error!r}", file=sys.stderr)
+        return 1
+    command = "triage rules latency --results " + shlex.quote(args.results)
+    if args.out:
+        command += " --out " + shlex.quote(args.out)
+    markdown = bench.render(report, args.results, command)
+    if args.out:
+        write(args.out, markdown, bench.DOC_BEGIN, bench.DOC_END)
+        print(f"wrote {args.out}")
+    else:
+        print(markdown, end="")
+    return 0
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

@@ -183,14 +183,14 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def write(out: str | Path, markdown: str) -> None:
+def write(out: str | Path, markdown: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace the GENERATED block of `out` (or append it, or create the file)."""
     path = Path(out)
     if path.exists():
         current = path.read_text(encoding="utf-8")
-        if BEGIN in current and END in current:
-            head, rest = current.split(BEGIN, 1)
-            tail = rest.split(END, 1)[1].lstrip("\n")
+        if begin in current and end in current:
+            head, rest = current.split(begin, 1)
+            tail = rest.split(end, 1)[1].lstrip("\n")
             path.write_text(head + markdown + tail, encoding="utf-8")
             return
         path.write_text(current.rstrip("\n") + "\n\n" + markdown, encoding="utf-8")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
-from service.l1 import bench
+from service.l1 import bench, evaluate
 from tests.l1.support import RULES
 
 
@@ -19,6 +20,39 @@ def test_bench_run_returns_the_l1_section(tmp_path):
     assert section["p99_ms_32k"] > 0 and section["n_32k"] == 28
     assert section["machine"]["cpu_count"] >= 1 and section["machine"]["platform"]
     assert len(section["rules_sha"]) == 64
+    assert section["max_ms_32k_dense_first_pass"] > 0
+    assert set(section["hostile_max_ms"]) >= {"digits_run", "homoglyph_flood", "every_rule_firing"}
+    assert all(ms > 0 for ms in section["hostile_max_ms"].values())
+
+
+def test_hostile_inputs_are_32_kib_and_every_rule_fires(pack):
+    texts = bench.hostile_large(pack)
+    assert all(bench.LARGE_SIZE - 100 < len(text.encode()) <= bench.LARGE_SIZE for text in texts.values())
+    fired = {hit.id for hit in evaluate(pack, texts["every_rule_firing"]).rules}
+    assert fired == {rule.id for rule in pack.rules}
+
+
+def test_latency_block_is_rendered_from_the_results_file(tmp_path):
+    from service.l1 import commands
+
+    results = tmp_path / "results.json"
+    section = {"p50_ms": 0.1, "p99_ms": 0.4, "p50_ms_32k": 1.0, "p99_ms_32k": 2.5,
+               "p99_ms_32k_dense": 4.0, "max_ms_32k_dense_first_pass": 20.0,
+               "hostile_max_ms": {"digits_run": 1.5}, "clock": "thread CPU time", "n": 3,
+               "n_32k": 2, "rounds": 5, "rules_sha": "ab" * 32,
+               "machine": {"load_avg_1m": 0.5, "cpu_count": 2},
+               "other_processes": {"before": [{"command": "python replay.py", "cpu_percent": 97}]}}
+    results.write_text(json.dumps({"created_at": "2026-12-01T02:00:00Z",
+                                   "command": "triage bench --only l1", "l1": section}))
+    doc = tmp_path / "l1.md"
+    doc.write_text(f"# L1\n\nbefore\n\n{bench.DOC_BEGIN}\nold\n{bench.DOC_END}\nafter\n")
+    args = argparse.Namespace(results=str(results), out=str(doc))
+    assert commands.latency_command(args) == 0
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("# L1") and text.endswith("after\n")
+    assert "| 32 KiB threads and log pastes (n = 2) | 1.000 ms | 2.500 ms | 2.0 ms | **no** |" in text
+    assert "| 32 KiB dense worst case | | 4.000 ms | 5.0 ms | yes |" in text
+    assert "`python replay.py` 97 %" in text and "| digits_run | 1.500 ms |" in text
 
 
 def test_synthetic_tickets_are_32_kib():
