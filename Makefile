@@ -71,8 +71,12 @@ drills: setup
 deploy-check: $(STAMP)
 	bash deploy/check.sh
 
+LINTED := service tests loadtest deploy
+
+# Lint rules and the formatter's verdict (check only: `ruff format $(LINTED)` rewrites).
 lint: $(STAMP)
-	$(BIN)/ruff check service tests
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

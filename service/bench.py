@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 
 from .machine import describe
+from .output import STDOUT, write_json
 from .progress import add_quiet_argument, progress
 from .settings import PROJECT_ROOT, load_settings
 
@@ -46,11 +47,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         tickets = _read_jsonl(dev)[: args.tickets]
         report["l2"] = l2_bench.run(settings, tickets, quiet=args.quiet)
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    report = keep_other_sections(out, report, args.only)
-    out.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
-    print(out.read_text())
+    if args.json != STDOUT:
+        report = keep_other_sections(Path(args.json), report, args.only)
+    write_json(msgspec.json.format(msgspec.json.encode(report), indent=2), args.json)
+    if args.json != STDOUT:
+        print(Path(args.json).read_text())
     return 0
 
 
@@ -74,7 +75,8 @@ def keep_other_sections(out: Path, report: dict, only: str) -> dict:
 
 def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="measure L1 and L2 latency on this machine")
-    bench.add_argument("--json", default="bench/results.json", help="where to write the results")
+    bench.add_argument("--json", default="bench/results.json",
+                       help="where to write the results ('-': stdout)")
     bench.add_argument("--dev", default=str(SHARED / "data" / "tickets" / "dev.jsonl"))
     bench.add_argument("--corpus", default=str(SHARED / "data" / "corpus" / "public-tickets.jsonl"))
     bench.add_argument("--tickets", type=int, default=16, help="tickets for the L2 comparison")

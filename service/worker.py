@@ -193,7 +193,8 @@ class Worker:
         if l2.method == "generated":
             metrics.fallback_total.inc()
         if l2.method == "unavailable":
-            metrics.l2_unavailable_total.labels(reason=(l2.reason or "unknown")[:40]).inc()
+            metrics.l2_unavailable_total.labels(
+                reason=metrics.l2_unavailable_reason(l2.reason)).inc()
         risk = l2.answers.get("risk")
         if risk is not None and risk.coverage is not None:
             metrics.l2_coverage.observe(risk.coverage)

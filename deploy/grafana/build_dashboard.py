@@ -136,7 +136,7 @@ def panels() -> list[dict]:
              description="False greens reported by operators per green ticket in the range."),
         timeseries("False greens per hour (operators) and audit estimate", [
             target("sum(increase(triage_false_greens_total[1h]))", "operators, last hour"),
-            target("max(triage_audit_false_green_rate)", "audit false-green rate", "B")],
+            target("max(triage_audit_false_green_ratio)", "audit false-green rate", "B")],
             "short", width=8,
             description="Operator reports are counts; the audit line is the judge's estimated rate."),
         timeseries("Fallback and L2-unavailable rate", [
@@ -148,7 +148,7 @@ def panels() -> list[dict]:
             description="Share of tickets whose L2 answer came from the fallback path, or had no "
                         "L2 answer (left at least yellow)."),
         heatmap("L2 coverage distribution", [
-            target("sum by (le) (increase(triage_l2_coverage_bucket[$__rate_interval]))",
+            target("sum by (le) (increase(triage_l2_coverage_ratio_bucket[$__rate_interval]))",
                    "{{le}}", format="heatmap")], width=8,
             description="Probability mass on the answer aliases of the risk question; low "
                         "coverage sends a ticket to the fallback."),
@@ -189,7 +189,7 @@ def panels() -> list[dict]:
 
         row("Calibration and audit"),
         timeseries("Calibration ECE by question", [
-            target("max by (question) (triage_calibration_ece)", "{{question}}")],
+            target("max by (question) (triage_calibration_ece_ratio)", "{{question}}")],
             "short", width=8),
         stat("Calibration age", [target("max(triage_calibration_age_seconds)", instant=True)],
              "s", steps=((None, "green"), (2 * 86400, "orange"), (7 * 86400, "red")), width=4),
@@ -207,7 +207,7 @@ def panels() -> list[dict]:
              mappings=[{"type": "value", "options": {"0": {"text": "advisory"},
                                                       "1": {"text": "gating"}}}]),
         timeseries("Audit false-green rate and kappa", [
-            target("max(triage_audit_false_green_rate)", "false-green rate"),
+            target("max(triage_audit_false_green_ratio)", "false-green rate"),
             target("max(triage_audit_kappa)", "kappa", "B")], "short", width=12),
         stat("Last audit", [target("time() - max(triage_audit_last_run_timestamp_seconds)",
                                    instant=True)],

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import structlog
 
+from ..output import human_stream, write_json
 from ..progress import add_quiet_argument, progress
 from .calibration import calibrate, gating_state, load_record, write_record
 from .cases import DEFAULT_CASES_PATH, load_cases
@@ -67,7 +68,8 @@ def register(subparsers) -> None:
     cal.add_argument("--out", default="",
                      help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
     cal.add_argument("--json", default="", metavar="OUT",
-                     help="also write n, observed, expected, kappa, confusion, gating, stale")
+                     help="also write n, observed, expected, kappa, confusion, gating, stale "
+                          "('-': stdout)")
     cal.add_argument("--limit", type=int, default=0,
                      help="N evenly spaced cases only (smoke runs; every kind represented)")
     cal.set_defaults(func=cmd_calibrate)
@@ -82,7 +84,8 @@ def register(subparsers) -> None:
     run.add_argument("--green-share", type=float, default=0.6,
                      help="share of the sample drawn from greens")
     run.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible runs)")
-    run.add_argument("--json", default="", metavar="OUT", help="also write the report here")
+    run.add_argument("--json", default="", metavar="OUT",
+                     help="also write the report here ('-': stdout)")
     run.set_defaults(func=cmd_run)
 
 
@@ -162,18 +165,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     state = gating_state(record, judge_model_sha256=judge.model_sha256,
                          rubric_sha256=judge.rubric.sha256, method=judge.method,
                          kappa_min=kappa_min)
-    _print_calibration(record, state, out)
-    print(f"wrote {png}" if png else "no picture: matplotlib (the offline extra) is not installed")
+    summary_to = human_stream(args.json or None)
+    _print_calibration(record, state, out, file=summary_to)
+    print(f"wrote {png}" if png else "no picture: matplotlib (the offline extra) is not installed",
+          file=summary_to)
     if args.json:
         summary = {"n": record.n, "observed": record.observed, "expected": record.expected,
                    "kappa": record.kappa, "confusion": record.confusion,
                    "gating": state.gating, "stale": state.stale}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
+        write_json(msgspec.json.format(msgspec.json.encode(summary)), args.json)
     return 0
 
 
-def _print_calibration(record, state, out: Path) -> None:
+def _print_calibration(record, state, out: Path, file=None) -> None:
     se = f" (se {record.kappa_se:.3f})" if record.kappa_se is not None else ""
     lines = [
         f"n={record.n}  observed={record.observed:.3f}  expected={record.expected:.3f}  "
@@ -202,7 +206,7 @@ def _print_calibration(record, state, out: Path) -> None:
     gate = "ON" if state.gating else "OFF (" + "; ".join(state.reasons) + ")"
     lines.append(f"gating: {gate}")
     lines.append(f"wrote {out}")
-    print("\n".join(lines))
+    print("\n".join(lines), file=file)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -231,11 +235,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings),
                                       criteria=record.criteria if record else None)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_bytes(json_path.read_bytes())
+        write_json(json_path.read_bytes(), args.json)
     fg = report.false_green
     print(f"audit: {len(report.tickets)} judged, false greens {fg.false_greens}/"
           f"{fg.greens_judged} (rate {_fmt(fg.rate)}, Wilson 95% [{fg.low:.3f}, {fg.high:.3f}]), "
           f"gating {'ON' if state.gating else 'OFF'}, queued {len(report.queued)}, "
-          f"indicative {len(report.indicative)}\nreport: {md_path}\n        {json_path}")
+          f"indicative {len(report.indicative)}\nreport: {md_path}\n        {json_path}",
+          file=human_stream(args.json or None))
     return 0

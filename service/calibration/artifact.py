@@ -194,7 +194,8 @@ def read_artifact(path: str | Path) -> tuple[ArtifactMeta, dict[str, LinearHead]
         return meta, heads
     file = root / HEADS_FILE
     try:
-        with np.load(file, allow_pickle=False) as npz:
+        # Our own handle: np.load leaks the one it opens when a truncated zip fails to parse.
+        with open(file, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except (OSError, ValueError, EOFError) as exc:
         raise ArtifactError(f"{file}: cannot load: {exc}") from None

@@ -206,14 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m service.l2.bench", description=__doc__)
     parser.add_argument("--data", required=True, help="JSONL with subject/body per line")
     parser.add_argument("--n", type=int, default=12, help="tickets (spread over the file)")
-    parser.add_argument("--json", help="write the l2 section here")
+    parser.add_argument("--json", help="write the l2 section here ('-': stdout only)")
     args = parser.parse_args(argv)
     records = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line]
     step = max(1, len(records) // args.n)
     tickets = records[::step][: args.n]
     section = run(load_settings(), tickets)
     text = json.dumps(section, indent=2)
-    if args.json:
+    if args.json and args.json != "-":
         Path(args.json).write_text(text + "\n")
     print(text)
     return 0

@@ -126,7 +126,7 @@ def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classi
             assert answer["raw_probabilities"] is not None
             assert sum(answer["probabilities"].values()) == pytest.approx(1.0)
         assert REGISTRY.get_sample_value("triage_calibration_stale") == 0
-        assert REGISTRY.get_sample_value("triage_calibration_ece",
+        assert REGISTRY.get_sample_value("triage_calibration_ece_ratio",
                                          {"question": "risk"}) == meta.questions["risk"].ece_after
 
         # 4. an artifact for other prompts is stale: ignored, counted, results uncalibrated

@@ -33,7 +33,7 @@ def test_the_newest_matching_artifact_is_loaded_and_published(tmp_path):
     assert out.calibrator.version == "20260102T000000Z-00000002"
     assert out.calibrator.thresholds.green == 0.92
     assert gauge("triage_calibration_stale") == 0
-    assert gauge("triage_calibration_ece", question="risk") == 0.05
+    assert gauge("triage_calibration_ece_ratio", question="risk") == 0.05
     assert 99 <= gauge("triage_calibration_age_seconds") < 200
 
 

@@ -59,6 +59,7 @@ class Helpdesk:
 
     def close(self) -> None:
         self.server.shutdown()
+        self.server.server_close()  # the listening socket, else closed by the GC with a warning
 
 
 def _enqueue(client, prefix: str, ticket_id: str, url: str) -> bytes:
