@@ -2,7 +2,8 @@
 # The triage image: `triage serve` (API, default) or `triage worker` (L2 worker) by argument.
 #
 #   docker build --target runtime -t triage:0.1.0 .           # model mounted at /models (volume)
-#   docker build --target offline -t triage:0.1.0-jobs .      # + recalibrate/eval/audit plots
+#   docker build --target offline -t triage-jobs:0.1.0 .      # + recalibrate/eval/audit stack
+#   docker build --target offline-bundled -t triage-jobs:0.1.0-bundled .   # ... and the model
 #   docker build -t triage:0.1.0-bundled .                     # model fetched at build time
 #   docker build --build-arg MODEL_SIZE=1.5b -t triage:0.1.0-bundled-1.5b .
 #
@@ -10,7 +11,8 @@
 # own cached layer) -> source (rules, prompts, data picked from the context) -> runtime (slim,
 # non-root, no compiler, serving set only: requirements/serve.txt, numpy but no scikit-learn, scipy
 # or matplotlib) -> offline (runtime + the offline jobs' stack: requirements/offline.txt) ->
-# bundled (runtime + the verified GGUF; the last stage, so a plain `docker build .` gives it).
+# offline-bundled (offline + the verified GGUF: the CronJobs) -> bundled (runtime + the verified
+# GGUF; the last stage, so a plain `docker build .` gives it).
 # See docs/deploy.md.
 
 # The base is a tag, not a digest: pin it with the digest your registry serves for this tag
@@ -110,6 +112,13 @@ USER 0:0
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/tmp/wheels \
     pip install --no-cache-dir --no-index --no-deps /tmp/wheels/offline/*.whl
 USER 10001:10001
+
+# ---------------------------------------------------------------- offline-bundled: jobs + the model
+# What the Kubernetes CronJobs run (recalibrate replays tickets through the model).
+FROM offline AS offline-bundled
+ARG MODEL_SIZE=0.5b
+ENV TRIAGE_MODEL_SIZE=${MODEL_SIZE}
+RUN triage fetch-model --size "${MODEL_SIZE}" --dir /models
 
 # ---------------------------------------------------------------- bundled: runtime + the model
 FROM runtime AS bundled

@@ -2,7 +2,8 @@
 
     python deploy/k8s/render.py | kubectl apply -f -
     python deploy/k8s/render.py --image registry.example/triage:0.1.0 \
-        --bundled-image registry.example/triage:0.1.0-bundled --out build/triage.yaml
+        --bundled-image registry.example/triage:0.1.0-bundled \
+        --jobs-image registry.example/triage-jobs:0.1.0-bundled --out build/triage.yaml
     python deploy/k8s/render.py --optional model-volume   # also optional/model-volume.yaml
 
 Why a script and not kustomize: ConfigMap keys cannot contain "/", and prompts/ has sub-folders
@@ -29,6 +30,9 @@ ROOT = HERE.parent.parent
 NAMESPACE = "triage"
 BASE_IMAGE = "triage:0.1.0"
 BUNDLED_IMAGE = "triage:0.1.0-bundled"
+# The offline jobs (recalibrate, audit) need scikit-learn, scipy and matplotlib: the Dockerfile's
+# `offline-bundled` target, i.e. the jobs' stack plus the model.
+JOBS_IMAGE = "triage-jobs:0.1.0-bundled"
 CONFIGMAP_SOURCES = {"triage-rules": "rules", "triage-prompts": "prompts"}
 CHECKSUM_ANNOTATION = "triage/config-checksum"
 # etcd refuses objects over ~1.5 MB; stay well under it.
@@ -119,7 +123,7 @@ def pod_template(doc: dict) -> dict | None:
 
 
 def render(*, root: Path = ROOT, image: str = BASE_IMAGE, bundled_image: str = BUNDLED_IMAGE,
-           optional: Iterable[str] = ()) -> list[dict]:
+           jobs_image: str = JOBS_IMAGE, optional: Iterable[str] = ()) -> list[dict]:
     manifests = sorted(HERE.glob("*.yaml"))
     manifests += [HERE / "optional" / f"{name}.yaml" for name in optional]
     for path in manifests:
@@ -150,6 +154,8 @@ def render(*, root: Path = ROOT, image: str = BASE_IMAGE, bundled_image: str = B
                 container["image"] = image
             elif container.get("image") == BUNDLED_IMAGE:
                 container["image"] = bundled_image
+            elif container.get("image") == JOBS_IMAGE:
+                container["image"] = jobs_image
     # Namespace first, then the ConfigMaps the pods mount, then the rest in file order.
     namespaces = [d for d in docs if d.get("kind") == "Namespace"]
     others = [d for d in docs if d.get("kind") != "Namespace"]
@@ -164,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=BASE_IMAGE, help="runtime image (API)")
     parser.add_argument("--bundled-image", default=BUNDLED_IMAGE,
-                        help="image with the model baked in (workers, jobs)")
+                        help="image with the model baked in (workers)")
+    parser.add_argument("--jobs-image", default=JOBS_IMAGE,
+                        help="offline jobs' image with the model baked in (recalibrate, audit)")
     parser.add_argument("--optional", action="append", default=[],
                         choices=sorted(p.stem for p in (HERE / "optional").glob("*.yaml")),
                         help="also include deploy/k8s/optional/NAME.yaml")
@@ -172,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         text = dump(render(image=args.image, bundled_image=args.bundled_image,
-                           optional=args.optional))
+                           jobs_image=args.jobs_image, optional=args.optional))
     except (RenderError, yaml.YAMLError) as error:
         print(f"render: {error}", file=sys.stderr)
         return 1

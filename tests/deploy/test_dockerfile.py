@@ -15,13 +15,14 @@ STAGES = h.dockerfile_stages()
 
 
 def test_stages_build_once_and_ship_slim():
-    assert list(STAGES) == ["wheels", "source", "runtime", "offline", "bundled"]
+    assert list(STAGES) == ["wheels", "source", "runtime", "offline", "offline-bundled", "bundled"]
     wheels = STAGES["wheels"]
     assert any("build-essential" in r and "cmake" in r for r in wheels.args("RUN"))
     for stage in ("runtime", "offline"):
         assert not any("build-essential" in r or "cmake" in r for r in STAGES[stage].args("RUN"))
         assert any("--mount=type=bind,from=wheels" in r for r in STAGES[stage].args("RUN"))
     assert STAGES["bundled"].base == "runtime" and STAGES["offline"].base == "runtime"
+    assert STAGES["offline-bundled"].base == "offline"
 
 
 def test_images_install_exactly_the_hash_checked_locks():
@@ -86,6 +87,8 @@ def test_healthcheck_runs_the_shipped_probe():
 def test_bundled_stage_fetches_and_verifies_the_model():
     runs = STAGES["bundled"].args("RUN")
     assert any(r.startswith('triage fetch-model --size "${MODEL_SIZE}"') for r in runs)
+    jobs = STAGES["offline-bundled"].args("RUN")
+    assert any(r.startswith('triage fetch-model --size "${MODEL_SIZE}"') for r in jobs)
 
 
 def test_environment_names_are_settings():

@@ -77,10 +77,26 @@ def test_a_prompt_change_changes_the_pod_checksum(tmp_root):
 
 def test_images_are_substituted(tmp_root):
     docs = render.render(root=tmp_root, image="reg.example/triage:1.2.3",
-                         bundled_image="reg.example/triage:1.2.3-bundled")
+                         bundled_image="reg.example/triage:1.2.3-bundled",
+                         jobs_image="reg.example/triage-jobs:1.2.3-bundled")
     images = {c["image"] for d in docs if render.pod_spec(d)
               for c in render.pod_spec(d)["containers"] if "triage" in c["image"]}
-    assert images == {"reg.example/triage:1.2.3", "reg.example/triage:1.2.3-bundled"}
+    assert images == {"reg.example/triage:1.2.3", "reg.example/triage:1.2.3-bundled",
+                      "reg.example/triage-jobs:1.2.3-bundled"}
+
+
+def test_offline_jobs_run_the_jobs_image_and_serving_never_does(tmp_root):
+    # recalibrate and audit import scikit-learn/scipy/matplotlib, which the serving images lack
+    for doc in render.render(root=tmp_root):
+        spec = render.pod_spec(doc)
+        if spec is None:
+            continue
+        for container in spec["containers"]:
+            if "triage" not in container["image"]:
+                continue
+            jobs = doc["kind"] == "CronJob"
+            assert (container["image"] == render.JOBS_IMAGE) is jobs, (doc["metadata"]["name"],
+                                                                        container["image"])
 
 
 def test_missing_rules_folder_is_a_clear_error(tmp_path):
