@@ -19,6 +19,7 @@ and several deployments can share one Redis.
 | {p}:results                 | stream | ids of finished tickets, newest last (audit sampling)     | trimmed ~100k |
 | {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time    | none |
 | {p}:audit:verdicts:{key}    | string | cached judge verdict (JSON)                               | none |
+| {p}:ratelimit:{kind}:{sha}  | hash   | token bucket per ingest token / login address (sha256) | until full again |
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class Keys:
 
     def heartbeat(self, worker: str) -> str:
         return f"{self.prefix}:heartbeat:{worker}"
+
+    def ratelimit(self, kind: str) -> str:
+        """The prefix of one kind of rate-limit bucket; the subject's sha256 follows."""
+        return f"{self.prefix}:ratelimit:{kind}:"
 
     def heartbeat_pattern(self) -> str:
         return f"{self.prefix}:heartbeat:*"

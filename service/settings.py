@@ -51,6 +51,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ingest_rate_per_s: Annotated[float, Meta(gt=0, le=100_000)] = 50.0
     # TRIAGE_INGEST_BURST: token-bucket size per ingest token
     ingest_burst: Annotated[int, Meta(ge=1, le=1_000_000)] = 100
+    # TRIAGE_CLIENT_IP_HEADER: behind a proxy, the header it sets with the client's address
+    # (X-Forwarded-For, X-Real-IP); its last entry is used. Empty: the peer address.
+    client_ip_header: Annotated[str, Meta(pattern=r"^[A-Za-z0-9-]*$", max_length=64)] = ""
     # --- model
     model_path: str = ""  # TRIAGE_MODEL_PATH: any GGUF; empty = the bundled model
     model_dir: str = str(_default_cache() / "models")  # TRIAGE_MODEL_DIR
@@ -107,6 +110,7 @@ ENV: dict[str, str] = {
     "operator_tokens": "TRIAGE_OPERATOR_TOKENS",
     "ingest_rate_per_s": "TRIAGE_INGEST_RATE",
     "ingest_burst": "TRIAGE_INGEST_BURST",
+    "client_ip_header": "TRIAGE_CLIENT_IP_HEADER",
     "model_path": "TRIAGE_MODEL_PATH",
     "model_dir": "TRIAGE_MODEL_DIR",
     "model_size": "TRIAGE_MODEL_SIZE",

@@ -27,9 +27,10 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from .. import metrics
 from ..errors import StoreUnavailable, TriageError
 from ..keys import Keys
+from ..ratelimit import RedisTokenBucket
 from ..settings import Settings
 from ..store import AsyncStore
-from .auth import TokenBucket, TokenTable
+from .auth import TokenTable
 from .health import healthz, metrics_endpoint, readyz
 from .operators import list_queue, record_decision
 from .schemas import Problem
@@ -37,6 +38,8 @@ from .sessions import SessionSigner
 from .tickets import create_ticket, read_ticket
 
 log = structlog.get_logger()
+# Console sign-in: per client address, across replicas; a person needs a few tries at most.
+LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10
 PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/schema")
 
 
@@ -163,6 +166,13 @@ def create_app(settings: Settings, redis_url: str, rules: Any,
                                          socket_connect_timeout=2.0, health_check_interval=10)
         app.state.store = AsyncStore(client, Keys(settings.redis_prefix), settings.result_ttl_s,
                                      settings.idempotency_ttl_s, settings.stream_max_len)
+        keys = Keys(settings.redis_prefix)
+        app.state.rate_limiter = RedisTokenBucket(
+            client, keys.ratelimit("ingest"), settings.ingest_rate_per_s, settings.ingest_burst,
+            "ingest rate limit for this token exceeded")
+        app.state.login_limiter = RedisTokenBucket(
+            client, keys.ratelimit("login"), LOGIN_RATE_PER_S, LOGIN_BURST,
+            "too many sign-in attempts from this address")
         try:
             yield
         finally:
@@ -172,7 +182,6 @@ def create_app(settings: Settings, redis_url: str, rules: Any,
         "settings": settings,
         "rules": rules,
         "tokens": TokenTable(settings.ingest_tokens, settings.operator_tokens),
-        "rate_limiter": TokenBucket(settings.ingest_rate_per_s, settings.ingest_burst),
         "sessions": SessionSigner(settings.operator_tokens),
     })
     return Litestar(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hmac
-import time
 from collections.abc import Iterable
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from ..errors import Forbidden, RateLimited, Unauthorized
+from ..errors import Forbidden, Unauthorized
 
 ROLES = ("ingest", "operator")
 
@@ -48,7 +47,7 @@ def roles_of(connection: ASGIConnection) -> set[str]:
 def require(*allowed: str):
     """A Litestar guard: 401 without a valid token, 403 with a token holding none of `allowed`."""
 
-    def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    async def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         token = bearer(connection)
         roles = roles_of(connection)
         if not roles:
@@ -57,27 +56,8 @@ def require(*allowed: str):
         if not roles & set(allowed):
             raise Forbidden(f"this token lacks the {' or '.join(allowed)} role")
         if "ingest" in roles & set(allowed) and token is not None:
-            connection.app.state.rate_limiter.take(token)
+            # One bucket per token in Redis: shared by every API replica.
+            await connection.app.state.rate_limiter.take(token)
 
     guard.__name__ = f"require_{'_or_'.join(allowed)}"
     return guard
-
-
-class TokenBucket:
-    """Per-token rate limit on ingest: `rate` requests/s sustained, bursts of `burst`."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._state: dict[str, tuple[float, float]] = {}
-
-    def take(self, token: str) -> None:
-        now = time.monotonic()
-        tokens, last = self._state.get(token, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-        if tokens < 1.0:
-            retry = max(1, int((1.0 - tokens) / self.rate + 0.999))
-            self._state[token] = (tokens, now)
-            raise RateLimited("ingest rate limit for this token exceeded",
-                              headers={"Retry-After": str(retry)})
-        self._state[token] = (tokens - 1.0, now)

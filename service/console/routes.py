@@ -17,9 +17,9 @@ from litestar.datastructures import CacheControlHeader, State
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
-from ..api.auth import TokenBucket
 from ..api.operators import apply_decision, queue_listing
 from ..errors import RateLimited, TriageError
+from ..ratelimit import client_address
 from ..results import RED_FLAGS
 from ..store import AsyncStore
 from . import auth
@@ -34,7 +34,6 @@ QUEUES = ("red", "yellow", "audit")
 # The form's default button (see ticket.html): submitted by Enter in a field, it records nothing.
 STAY = "stay"
 # Failed sign-ins are cheap to try; tokens are long, but there is no reason to allow a stream.
-LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10
 
 
 # --- shared page parts -----------------------------------------------------------------------------
@@ -101,11 +100,10 @@ async def login(request: Request, state: State) -> Response[Any]:
     auth.check_csrf(request, form.get("csrf"), auth.LOGIN_COOKIE)  # the form is stale or cookies are off
     nonce = request.cookies[auth.LOGIN_COOKIE]
     name_field, next_path = form.get("name", ""), form.get("next", "/ui")
-    limiter = getattr(state, "console_login_limiter", None)
-    if limiter is None:
-        limiter = state.console_login_limiter = TokenBucket(LOGIN_RATE_PER_S, LOGIN_BURST)
+    address = client_address(request.client.host if request.client else None, request.headers,
+                             state.settings.client_ip_header)
     try:
-        limiter.take(request.client.host if request.client else "unknown")
+        await state.login_limiter.take(address)
     except RateLimited:
         return _login_page(request, nonce, 429, "Too many sign-in attempts; wait a minute.",
                            name_field, next_path)
