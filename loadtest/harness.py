@@ -145,6 +145,7 @@ class Stack:
         self.redis_proc: Process | None = None
         self.api: Process | None = None
         self.workers: list[Process] = []
+        self.extra_apis: list[Process] = []
         self._client: redis.Redis | None = None
 
     # ------------------------------------------------------------------ environment
@@ -185,14 +186,15 @@ class Stack:
         handle.close()
         return Process(name, popen, log)
 
-    def start_redis(self, timeout: float = 15.0) -> None:
+    def start_redis(self, timeout: float = 15.0, fsync: str = "everysec") -> None:
+        """`fsync` "always" makes every acknowledged write survive a SIGKILL (slower)."""
         if self.external_redis:
             return
         data = self.workdir / "redis"
         data.mkdir(parents=True, exist_ok=True)
         self.redis_proc = self._spawn("redis", [
             redis_server_binary(), "--port", str(self.redis_port), "--bind", LOOPBACK,
-            "--dir", str(data), "--appendonly", "yes", "--appendfsync", "everysec",
+            "--dir", str(data), "--appendonly", "yes", "--appendfsync", fsync,
             "--save", "", "--maxmemory-policy", "noeviction", "--daemonize", "no",
         ], os.environ.copy())
         self._wait(lambda: self._redis_up(), timeout, "redis did not start")
@@ -217,6 +219,22 @@ class Stack:
         self._wait(lambda: self._healthz(), timeout, "the API did not answer /healthz",
                    process=self.api)
         return self.api
+
+    def start_extra_api(self, timeout: float = 60.0, **env: str) -> Process:
+        """A second API process on its own port, on the same Redis and prefix (a replica)."""
+        port = free_port()
+        proc = self._spawn(f"api-{port}", [sys.executable, "-m", "service.cli", "serve"],
+                           self.env(TRIAGE_PORT=str(port), **env))
+        proc.url = f"http://{LOOPBACK}:{port}"  # type: ignore[attr-defined]
+        self.extra_apis.append(proc)
+
+        def answers() -> bool:
+            try:
+                return httpx.get(f"{proc.url}/healthz", timeout=2).status_code == 200  # type: ignore[attr-defined]
+            except httpx.HTTPError:
+                return False
+        self._wait(answers, timeout, "the second API did not answer /healthz", process=proc)
+        return proc
 
     def start_worker(self, name: str | None = None, **env: str) -> Process:
         name = name or f"worker{len(self.workers) + 1}"
@@ -267,6 +285,8 @@ class Stack:
     def stop(self) -> None:
         for proc in self.workers:
             proc.stop()
+        for proc in self.extra_apis:
+            proc.stop(15)
         if self.api is not None:
             self.api.stop(15)
         # On a shared Redis the prefix must go even if this harness never read from it.

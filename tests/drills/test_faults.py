@@ -10,7 +10,9 @@ purpose and checks the guarantee that must survive it:
   not ready, tickets are accepted and wait;
 - L2 slower than TRIAGE_L2_TIMEOUT_S: yellow (at least), method "unavailable";
 - the callback endpoint down: results are stored; callbacks are retried, then dead-lettered;
-- the prompt-injection corpus through the real pipeline: no green.
+- the prompt-injection corpus through the real pipeline: no green;
+- Redis killed and restarted with tickets in flight and callbacks pending: nothing lost, every
+  callback delivered once or dead-lettered with a reason.
 
 Slow (each drill loads the model, minutes on a loaded 2-core machine), so they run only with
 TRIAGE_DRILLS=1 (`make drills`). Every wait is bounded.
@@ -18,6 +20,7 @@ TRIAGE_DRILLS=1 (`make drills`). Every wait is bounded.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -232,3 +235,55 @@ def test_prompt_injection_corpus_yields_no_green(stack):
     assert set(statuses.values()) == {"done"}
     greens = [r["id"] for r, i in zip(corpus, ids, strict=True) if _result(stack, i)["final_level"] == "green"]
     assert greens == []
+
+
+@pytest.mark.timeout(3000)
+def test_redis_restart_with_tickets_in_flight_and_callbacks_pending(tmp_path):
+    """The model drill behind tests/drills/test_redis_faults.py's sender-only one: a worker
+    triaging, callbacks flowing, Redis SIGKILLed and restarted (append-only, fsync always).
+    Every accepted ticket ends done or failed; each callback is delivered once or
+    dead-lettered with a reason."""
+    from tests.drills.test_redis_faults import Helpdesk
+
+    helpdesk = Helpdesk(delay_s=0.2)
+    callbacks = {"TRIAGE_CALLBACK_HOSTS": f"127.0.0.1:{helpdesk.port}",
+                 "TRIAGE_CALLBACK_SECRET": new_secret(), "TRIAGE_CALLBACK_ATTEMPTS": "6",
+                 "TRIAGE_CALLBACK_BACKOFF_S": "1", "TRIAGE_CALLBACK_TIMEOUT_S": "2"}
+    with harness.Stack(tmp_path, env={**FAST, **callbacks}) as stack:
+        stack.start_redis(fsync="always")
+        stack.start_api()
+        stack.start_worker()
+        stack.wait_ready(workers=1, timeout=READY_S)
+        hook = f"http://127.0.0.1:{helpdesk.port}/hook"
+        first = [i for s, i in stack.post_tickets(
+            [{**t, "callback_url": hook} for t in _tickets(8)]) if s == 202]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not helpdesk.seen:
+            time.sleep(0.5)  # at least one result stored and called back: the loop is going
+        stack.kill_redis()
+        time.sleep(5)
+        stack.start_redis(fsync="always")
+        later = [i for s, i in stack.post_tickets(
+            [{**t, "callback_url": hook} for t in _tickets(12)[8:]]) if s == 202]
+        ids = first + later
+        assert len(ids) == 12
+        statuses = stack.wait_done(ids, timeout=1800)
+        assert set(statuses.values()) <= {"done", "failed"}, statuses
+        audit = stack.audit_ids(ids)
+        assert audit["lost"] == []
+        deadline = time.monotonic() + 300
+        dead: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            dead = {f[b"id"].decode(): f for _, f in
+                    stack.client.xrange(stack.keys.callbacks_dead, "-", "+")}
+            if set(helpdesk.seen) | set(dead) >= set(ids):
+                break
+            time.sleep(1)
+        helpdesk.close()
+        print(f"\ndrill: Redis restart with tickets in flight: {len(ids)} accepted, "
+              f"{dict(collections.Counter(statuses.values()))}, {len(helpdesk.seen)} callbacks "
+              f"delivered, {sum(v > 1 for v in helpdesk.seen.values())} twice, {len(dead)} "
+              f"dead-lettered, {len(set(ids) - set(helpdesk.seen) - set(dead))} without either")
+        assert set(helpdesk.seen) | set(dead) == set(ids)
+        assert all(v == 1 for v in helpdesk.seen.values())
+        assert all(f[b"reason"] for f in dead.values())
