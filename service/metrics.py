@@ -32,8 +32,8 @@ queue_wait_seconds = Histogram("triage_queue_wait_seconds",
 tickets_total = Counter("triage_tickets_total", "Tickets triaged, by final level and L2 method",
                         ["final_level", "method"], registry=REGISTRY)
 false_greens_total = Counter("triage_false_greens_total",
-                             "Green tickets that an operator marked as a false green",
-                             registry=REGISTRY)
+                             "Tickets served green that an operator's decision says are not "
+                             "green (once per ticket)", registry=REGISTRY)
 queue_depth = Gauge("triage_queue_depth", "Tickets waiting in an operator queue", ["queue"],
                     registry=REGISTRY)
 stream_pending = Gauge("triage_stream_pending",

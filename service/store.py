@@ -65,15 +65,44 @@ redis.call('XDEL', KEYS[2], ARGV[1])
 return stored
 """
 
-# KEYS: ticket, decisions, queue:yellow, queue:red, queue:audit. ARGV: decision_json, ticket_id.
+# KEYS: ticket, stream, deadletter, queue, callbacks. ARGV: entry_id, group, ticket_id, reason,
+#       deliveries, at, result_json, final_level, accepted_at, has_callback.
+# Fails the ticket only if no delivery stored a result meanwhile; always acknowledges. A failed
+# ticket calls back too: the helpdesk hears about every ticket it sent with a callback_url.
+_DEAD_LETTER = """
+local failed = 0
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'done' and status ~= 'failed' and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('XADD', KEYS[3], '*', 'id', ARGV[3], 'reason', ARGV[4], 'deliveries', ARGV[5],
+             'at', ARGV[6])
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'result', ARGV[7], 'final_level', ARGV[8],
+             'error', ARGV[4], 'completed_at', ARGV[6])
+  redis.call('ZADD', KEYS[4], tonumber(ARGV[9]), ARGV[3])
+  if ARGV[10] == '1' then redis.call('XADD', KEYS[5], '*', 'id', ARGV[3]) end
+  failed = 1
+end
+redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
+redis.call('XDEL', KEYS[2], ARGV[1])
+return failed
+"""
+
+# KEYS: ticket, decisions, queue:yellow, queue:red, queue:audit.
+# ARGV: decision_json, ticket_id, correct_level.
+# Returns {recorded, false_green}: a false green is a ticket served green (stored result, level
+# green) that a person says is not green; counted once per ticket, whatever the decision's flag.
 _DECIDE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
 redis.call('XADD', KEYS[2], '*', 'id', ARGV[2], 'data', ARGV[1])
 redis.call('HSET', KEYS[1], 'decision', ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[4], ARGV[2])
 redis.call('ZREM', KEYS[5], ARGV[2])
-return 1
+local served = redis.call('HMGET', KEYS[1], 'status', 'final_level')
+local false_green = 0
+if served[1] == 'done' and served[2] == 'green' and ARGV[3] ~= 'green' then
+  false_green = redis.call('HSETNX', KEYS[1], 'false_green_counted', '1')
+end
+return {1, false_green}
 """
 
 _encoder = msgspec.json.Encoder()
@@ -112,6 +141,11 @@ class AcceptOutcome(msgspec.Struct, frozen=True):
     created: bool
     ticket_id: str
     payload_sha: str
+
+
+class DecideOutcome(msgspec.Struct, frozen=True):
+    recorded: bool  # False: no such ticket
+    false_green: bool  # the first decision saying that a served green was not green
 
 
 class AsyncStore:
@@ -161,13 +195,13 @@ class AsyncStore:
             items = [(m, s) for m, s in items if (s, m) > (cursor[0], cursor[1])]
         return items[:limit]
 
-    async def decide(self, ticket_id: str, decision: Decision) -> bool:
-        reply = await self._decide(
+    async def decide(self, ticket_id: str, decision: Decision) -> DecideOutcome:
+        recorded, false_green = await self._decide(
             keys=[self.keys.ticket(ticket_id), self.keys.decisions,
                   *(self.keys.queue(q) for q in QUEUES)],
-            args=[_encoder.encode(decision).decode(), ticket_id],
+            args=[_encoder.encode(decision).decode(), ticket_id, decision.correct_level],
         )
-        return bool(reply)
+        return DecideOutcome(recorded=bool(recorded), false_green=bool(false_green))
 
     async def gauges(self) -> dict[str, Any]:
         """Queue depths, stream backlog and pending, live workers: read at scrape time."""
@@ -216,6 +250,7 @@ class WorkerStore:
         self.keys = keys
         self.result_ttl_s = result_ttl_s
         self._store = client.register_script(_STORE)
+        self._dead_letter = client.register_script(_DEAD_LETTER)
 
     def ensure_group(self) -> None:
         ensure_group(self.client, self.keys.stream, WORKER_GROUP)
@@ -275,20 +310,18 @@ class WorkerStore:
         pipe.execute()
 
     def dead_letter(self, delivery: Delivery, result: TriageResult, reason: str,
-                    accepted_at: float) -> bool:
-        """After too many deliveries: status failed, at least yellow, queued for a person."""
-        key = self.keys.ticket(delivery.ticket_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.keys.deadletter, {"id": delivery.ticket_id, "reason": reason,
-                                         "deliveries": delivery.deliveries,
-                                         "at": repr(time.time())})
-        pipe.hset(key, mapping={"status": "failed", "result": _encoder.encode(result).decode(),
-                                "final_level": result.final_level, "error": reason})
-        pipe.zadd(self.keys.queue(result.final_level), {delivery.ticket_id: accepted_at})
-        pipe.xack(self.keys.stream, WORKER_GROUP, delivery.entry_id)
-        pipe.xdel(self.keys.stream, delivery.entry_id)
-        pipe.execute()
-        return True
+                    accepted_at: float, has_callback: bool) -> bool:
+        """After too many deliveries: status failed, at least yellow, queued for a person, the
+        callback scheduled. False (and nothing changed but the acknowledgement) when another
+        delivery stored a result first."""
+        failed = self._dead_letter(
+            keys=[self.keys.ticket(delivery.ticket_id), self.keys.stream, self.keys.deadletter,
+                  self.keys.queue(result.final_level), self.keys.callbacks],
+            args=[delivery.entry_id, WORKER_GROUP, delivery.ticket_id, reason,
+                  delivery.deliveries, repr(time.time()), _encoder.encode(result).decode(),
+                  result.final_level, repr(accepted_at), "1" if has_callback else "0"],
+        )
+        return bool(failed)
 
     def heartbeat(self, consumer: str, payload: dict[str, Any], ttl_s: int) -> None:
         self.client.set(self.keys.heartbeat(consumer), msgspec.json.encode(payload), ex=ttl_s)

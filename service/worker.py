@@ -157,7 +157,7 @@ class Worker:
         accepted_at = float(stored["accepted_at"])
         l1 = _l1_decoder.decode(stored["l1"])
         if delivery.deliveries > self.settings.max_deliveries:
-            self._dead_letter(delivery, l1, accepted_at)
+            self._dead_letter(delivery, l1, accepted_at, stored.get("callback") == "1")
             return
         request = _request_decoder.decode(stored["request"])
         started_wall = time.time()
@@ -202,14 +202,17 @@ class Worker:
                  l2_level=l2.level, method=l2.method, calibrated=l2.calibrated,
                  l2_ms=timings.l2, total_ms=timings.total, deliveries=delivery.deliveries)
 
-    def _dead_letter(self, delivery: Delivery, l1: L1Result, accepted_at: float) -> None:
+    def _dead_letter(self, delivery: Delivery, l1: L1Result, accepted_at: float,
+                     has_callback: bool) -> None:
         reason = f"delivered {delivery.deliveries} times without a stored result"
         now = time.time()
         result = combine(delivery.ticket_id, l1, unavailable(reason),
                          self.classifier.model_info, self.classifier.prompt_sha,
                          Timings(total=round((now - accepted_at) * 1000, 3)), now,
                          status="failed")
-        self.store.dead_letter(delivery, result, reason, accepted_at)
+        if not self.store.dead_letter(delivery, result, reason, accepted_at, has_callback):
+            log.info("result_already_stored")  # another delivery finished it meanwhile
+            return
         metrics.dead_letter_total.inc()
         metrics.tickets_total.labels(final_level=result.final_level, method="unavailable").inc()
         log.error("ticket_dead_lettered", deliveries=delivery.deliveries)

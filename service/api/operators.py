@@ -122,10 +122,11 @@ async def apply_decision(store: AsyncStore, ticket_id: str, data: DecisionIn) ->
                         correct_level=data.correct_level, given_level=given,  # type: ignore[arg-type]
                         decided_at=time.time(), category=data.category, flags=data.flags,
                         false_green=data.false_green, note=data.note)
-    if not await store.decide(ticket_id, decision):
+    outcome = await store.decide(ticket_id, decision)
+    if not outcome.recorded:
         raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
     metrics.decisions_total.labels(action=data.action).inc()
-    if data.false_green:
+    if outcome.false_green:  # from the served level and the decision, once per ticket
         metrics.false_greens_total.inc()
     structlog.contextvars.bind_contextvars(ticket_id=ticket_id)
     log.info("decision_recorded", operator=data.operator, action=data.action,

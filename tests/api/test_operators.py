@@ -88,6 +88,27 @@ def test_false_green_counts_in_metrics(ingest, operator, anonymous, prefix):
     assert after == before + 1
 
 
+def _decide(operator, ticket_id: str, level: str, **extra):
+    response = operator.post(f"/v1/tickets/{ticket_id}/decision",
+                             json={"operator": "li", "action": "escalate", "correct_level": level,
+                                   **extra})
+    assert response.status_code == 201, response.text
+
+
+def test_a_served_green_corrected_without_the_flag_is_a_false_green_once(ingest, operator,
+                                                                          anonymous, prefix):
+    green = ingest.post("/v1/tickets", json={"body": "How do I reset it?"}).json()["id"]
+    yellow = ingest.post("/v1/tickets", json={"body": "Something odd."}).json()["id"]
+    _finish(prefix, green, "green")
+    _finish(prefix, yellow, "yellow")
+    before = _metric(anonymous.get("/metrics").text, "triage_false_greens_total")
+    _decide(operator, green, "red")  # no false_green flag: still a served green gone wrong
+    _decide(operator, green, "red", false_green=True)  # the same ticket again: counted once
+    _decide(operator, yellow, "red")  # not served green
+    after = _metric(anonymous.get("/metrics").text, "triage_false_greens_total")
+    assert after == before + 1
+
+
 def test_bad_decisions_are_rejected(ingest, operator):
     ticket_id = ingest.post("/v1/tickets", json={"body": "hello"}).json()["id"]
     bad = [
