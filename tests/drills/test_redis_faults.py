@@ -148,8 +148,8 @@ def test_two_api_processes_share_one_ingest_limit(tmp_path):
     with harness.Stack(tmp_path, env={"TRIAGE_INGEST_RATE": str(rate),
                                       "TRIAGE_INGEST_BURST": str(burst)}) as stack:
         stack.start_redis()
-        stack.start_api()
-        second = stack.start_extra_api()
+        stack.start_api(timeout=300)
+        second = stack.start_extra_api(timeout=300)
         urls = [stack.base_url, second.url]  # type: ignore[attr-defined]
         started = time.monotonic()
 
@@ -177,7 +177,7 @@ def test_header_fuzz_through_the_live_api(tmp_path):
     cases = hostile.headers()
     with harness.Stack(tmp_path) as stack:
         stack.start_redis()
-        stack.start_api()
+        stack.start_api(timeout=300)  # a loaded machine imports slowly
         statuses: collections.Counter[int] = collections.Counter()
         unhealthy = 0
         with stack.http(timeout=30) as http:
