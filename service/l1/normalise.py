@@ -324,8 +324,21 @@ def normalise(original: str) -> Normalised:
     return Normalised(original, text, folded_map, collapsed_map)
 
 
+# ASCII characters the folding changes other than by lower(): control characters (removed).
+_ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
+
+
 def fold_text(original: str) -> tuple[str, _OffsetMap]:
     """Every step but the whitespace collapse, with the map back to `original`."""
+    if original.isascii() and not _ASCII_INVISIBLE.search(original):
+        # Most tickets: the matching form is lower(), character for character.
+        n = len(original)
+        return original.lower(), _OffsetMap([0] if n else [], [n] if n else [],
+                                            [0] if n else [], [n] if n else [])
+    return _fold_tokens(original)
+
+
+def _fold_tokens(original: str) -> tuple[str, _OffsetMap]:
     tables = _tables()
     pieces: list[str] = []
     builder = _MapBuilder()
