@@ -52,8 +52,10 @@ class _Subject:
             return offset
         if self._chars is None:
             raw = np.frombuffer(self.data, dtype=np.uint8)
-            self._chars = np.flatnonzero((raw & 0xC0) != 0x80)  # where each character starts
-        return int(np.searchsorted(self._chars, offset))
+            chars = np.zeros(len(raw) + 1, dtype=np.int64)
+            np.cumsum((raw & 0xC0) != 0x80, out=chars[1:])  # count UTF-8 lead bytes
+            self._chars = chars
+        return int(self._chars[offset])
 
 
 class _Occurrences:

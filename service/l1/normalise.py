@@ -21,8 +21,6 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-import numpy as np
-
 # Look-alikes folded to the Latin letter they imitate (after NFKC, before case folding, so
 # capitals like Greek Β or Cyrillic Н, which case-fold to unrelated lower-case letters,
 # are caught too). Only letters that render (nearly) identically to a Latin one are listed.
@@ -200,11 +198,10 @@ def _tables() -> _Tables:
     return _Tables(tokens, translate)
 
 
-# Whitespace is what str.isspace() (and so Python's \s) says; none lies above U+3000
-# (tests/l1/test_normalise.py checks). Tables indexed by code point, clipped to their last
-# entry, which is False.
-_SPACE = np.array([chr(cp).isspace() for cp in range(0x3001)] + [False])
-_BREAK = np.array([chr(cp) in _LINE_BREAKS for cp in range(0x3001)] + [False])
+# A whitespace run to rewrite: two or more characters, or one that is not " " or "\n".
+# Written to start with a bare \s so that the regex engine can skip ahead quickly.
+_WHITESPACE_RUN = re.compile(r"\s(?:\s+|(?<=[^ \n]))")
+
 
 @dataclass(frozen=True, slots=True)
 class _OffsetMap:
@@ -239,28 +236,6 @@ class _OffsetMap:
         if self.ends[i] - self.starts[i] == self.src_ends[i] - self.src_starts[i]:
             return self.src_starts[i] + pos - self.starts[i]
         return self.src_ends[i]
-
-
-@dataclass(frozen=True, slots=True)
-class _IndexMap:
-    """Map from each character of a derived string to the source characters it stands for.
-
-    Character i of the derived string comes from source [starts[i], ends[i]); the same
-    answers as an _OffsetMap, read from two arrays instead of searched for.
-    """
-
-    starts: np.ndarray
-    ends: np.ndarray
-
-    def start(self, pos: int) -> int:
-        if pos >= len(self.starts):
-            return int(self.ends[-1])
-        return int(self.starts[pos])
-
-    def end(self, pos: int) -> int:
-        if pos <= 0:
-            return int(self.starts[0])
-        return int(self.ends[min(pos, len(self.ends)) - 1])
 
 
 class _MapBuilder:
@@ -304,7 +279,7 @@ class Normalised:
     original: str
     text: str
     _folded: _OffsetMap  # text after per-cluster folding -> original
-    _collapsed: _IndexMap | None  # text -> text after folding (None: identity)
+    _collapsed: _OffsetMap | None  # text -> text after folding (None: identity)
 
     def span(self, start: int, end: int) -> tuple[int, int]:
         """Map a [start, end) span of `text` to character offsets in `original`."""
@@ -324,21 +299,8 @@ def normalise(original: str) -> Normalised:
     return Normalised(original, text, folded_map, collapsed_map)
 
 
-# ASCII characters the folding changes other than by lower(): control characters (removed).
-_ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
-
-
 def fold_text(original: str) -> tuple[str, _OffsetMap]:
     """Every step but the whitespace collapse, with the map back to `original`."""
-    if original.isascii() and not _ASCII_INVISIBLE.search(original):
-        # Most tickets: the matching form is lower(), character for character.
-        n = len(original)
-        return original.lower(), _OffsetMap([0] if n else [], [n] if n else [],
-                                            [0] if n else [], [n] if n else [])
-    return _fold_tokens(original)
-
-
-def _fold_tokens(original: str) -> tuple[str, _OffsetMap]:
     tables = _tables()
     pieces: list[str] = []
     builder = _MapBuilder()
@@ -357,42 +319,36 @@ def _fold_tokens(original: str) -> tuple[str, _OffsetMap]:
     return "".join(pieces), builder.build()
 
 
-def _collapse(folded: str) -> tuple[str, _IndexMap | None]:
-    """Collapse every whitespace run to one character: "\n" if it holds a line break, else " ".
-
-    Vectorised: a regex-and-loop pass over the runs dominated the cost of long tickets (a
-    32 KiB thread has hundreds of runs and thousands of single spaces to look at).
-    """
-    codes = np.frombuffer(folded.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    # ASCII whitespace is " ", \t-\r and \x1c-\x1f (uint32 arithmetic wraps below the range).
-    space = (codes == 0x20) | (codes - 0x09 <= 0x04) | (codes - 0x1C <= 0x03)
-    high = np.flatnonzero(codes > 0x7F)
-    if len(high):
-        space[high] = _SPACE[np.minimum(codes[high], len(_SPACE) - 1)]
-    positions = np.flatnonzero(space)
-    if not len(positions):
+def _collapse(folded: str) -> tuple[str, _OffsetMap | None]:
+    """Collapse whitespace runs; written as one tight loop because long tickets have many."""
+    runs = [match.span() for match in _WHITESPACE_RUN.finditer(folded)]
+    if not runs:
         return folded, None
-    # Runs, as index ranges [first, last] into `positions`.
-    gaps = np.flatnonzero(np.diff(positions) != 1)
-    first = np.concatenate(([0], gaps + 1))
-    last = np.concatenate((gaps, [len(positions) - 1]))
-    lead = codes[positions[first]]
-    rewrite = (last > first) | ((lead != 0x20) & (lead != 0x0A))
-    if not rewrite.any():
-        return folded, None  # only single " " and "\n": nothing to do
-    first, last = first[rewrite], last[rewrite]
-    breaks = np.concatenate(([0], np.cumsum(_BREAK[np.minimum(codes[positions], len(_BREAK) - 1)])))
-    # Every character of a rewritten run after its first is dropped.
-    edges = np.zeros(len(positions) + 1, dtype=np.int32)
-    edges[first + 1] += 1  # runs are apart, so no index repeats within one of these
-    edges[last + 1] -= 1
-    dropped = np.cumsum(edges[:-1]) > 0
-    kept = np.ones(len(codes), dtype=bool)
-    kept[positions[dropped]] = False
-    starts, ends = positions[first], positions[last] + 1
-    out = codes.copy()
-    out[starts] = np.where(breaks[last + 1] > breaks[first], 0x0A, 0x20)
-    source_ends = np.arange(1, len(codes) + 1)
-    source_ends[starts] = ends
-    text = out[kept].tobytes().decode("utf-32-le")
-    return text, _IndexMap(np.flatnonzero(kept), source_ends[kept])
+    pieces: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    src_starts: list[int] = []
+    src_ends: list[int] = []
+    out = last = 0
+    for start, end in runs:
+        if start > last:
+            pieces.append(folded[last:start])
+            starts.append(out)
+            src_starts.append(last)
+            out += start - last
+            ends.append(out)
+            src_ends.append(start)
+        pieces.append(" " if _LINE_BREAKS.isdisjoint(folded[start:end]) else "\n")
+        starts.append(out)
+        src_starts.append(start)
+        out += 1
+        ends.append(out)
+        src_ends.append(end)
+        last = end
+    if last < len(folded):
+        pieces.append(folded[last:])
+        starts.append(out)
+        src_starts.append(last)
+        ends.append(out + len(folded) - last)
+        src_ends.append(len(folded))
+    return "".join(pieces), _OffsetMap(starts, ends, src_starts, src_ends)

@@ -70,20 +70,3 @@ def test_collapse_matches_the_character_by_character_version():
                 assert norm.span(start, end) == plain.span(start, end), (original, start, end)
     assert fold_text("a\u3000b")[0] == "a\u3000b"  # collapsing is the last step, not folding's
 
-
-def test_no_whitespace_above_the_collapse_tables():
-    from service.l1.normalise import _SPACE
-
-    assert not any(chr(cp).isspace() for cp in range(len(_SPACE) - 1, 0x110000))
-
-
-def test_ascii_shortcut_folds_like_the_general_path():
-    from service.l1.normalise import _fold_tokens
-
-    rng = random.Random(9)
-    samples = ["", "A", "Hello\tWORLD\r\n", "x\x00y", "\x7f", "\x1c\x1fAb"] + _tickets(DEV)
-    samples += ["".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 30)))
-                for _ in range(3000)]
-    for text in samples:
-        if text.isascii():
-            assert fold_text(text) == _fold_tokens(text), repr(text)
