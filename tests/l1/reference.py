@@ -106,8 +106,9 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
         mapping = norm if scope == "normalised" else None
         for start, end in _rule_spans(rule, subjects[scope], mapping):
             spec = rule.spec
-            hits.append(RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end),
-                                text=original[start:end]))
+            hits.append(
+                RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
+            )
     hits.sort(key=lambda hit: (hit.span, hit.id))
     level = "red" if any(h.level == "red" for h in hits) else "yellow" if hits else "none"
     return L1Result(level=level, rules=hits, rules_sha=pack.sha, elapsed_ms=0.0)

@@ -32,7 +32,8 @@ def _tickets(path: Path) -> list[str]:
 
 def _assert_same(pack, texts):
     different = [
-        text[:80] for text in texts
+        text[:80]
+        for text in texts
         if reference.answer(evaluate(pack, text)) != reference.answer(reference.evaluate(pack, text))
     ]
     assert not different, different
@@ -69,4 +70,3 @@ def test_collapse_matches_the_character_by_character_version():
             for end in range(start, len(norm.text) + 1):
                 assert norm.span(start, end) == plain.span(start, end), (original, start, end)
     assert fold_text("a\u3000b")[0] == "a\u3000b"  # collapsing is the last step, not folding's
-

@@ -26,10 +26,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_no_import_circle_inside_l1():
-    modules = {f"service.l1.{path.stem}": path for path in PACKAGE.glob("*.py")
-               if path.stem != "__init__"}
-    graph = {name: {dep for dep in _imports(path) if dep in modules and dep != name}
-             for name, path in modules.items()}
+    modules = {f"service.l1.{path.stem}": path for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
+    graph = {name: {dep for dep in _imports(path) if dep in modules and dep != name} for name, path in modules.items()}
     try:
         tuple(TopologicalSorter(graph).static_order())
     except CycleError as error:
