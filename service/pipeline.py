@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import msgspec
 
-from .results import L1Result, L2Result, ModelInfo, Timings, TriageResult, max_level
+from .results import (
+    L1Result,
+    L2Result,
+    ModelInfo,
+    Timings,
+    TriageResult,
+    calibrated_fields,
+    max_level,
+)
 
 
 def fail_closed(l2: L2Result) -> L2Result:
@@ -41,4 +49,5 @@ def combine(ticket_id: str, l1: L1Result, l2: L2Result, model: ModelInfo, prompt
         rules_sha=l1.rules_sha,
         timings_ms=timings,
         completed_at=completed_at,
+        calibrated_fields=calibrated_fields(l2),
     )

@@ -64,6 +64,15 @@ class Answer(Record):
     raw_probabilities: dict[str, float] | None = None  # uncalibrated, kept when calibrated
 
 
+def is_calibrated(answer: Answer | None) -> bool:
+    """True when a calibration artifact mapped this answer; otherwise it is the model's guess.
+
+    Raw letters (method "logits", not calibrated) and generated answers are guesses: nothing
+    measured how often they are right, so they must never be shown as facts.
+    """
+    return answer is not None and answer.calibrated and answer.method != "generated"
+
+
 class L2Result(Record):
     level: Level
     method: L2Method
@@ -77,6 +86,28 @@ class L2Result(Record):
     tokens_evaluated: int = 0
     timings_ms: dict[str, float] = {}
     reason: str | None = None  # why the method is generated/unavailable, or why not green
+
+
+# The result fields read from L2 answers, and the answers each one comes from. The team follows
+# from the category (prompts/teams.yaml) when the model is not asked for it.
+FIELD_ANSWERS: dict[str, tuple[str, ...]] = {
+    "category": ("category",),
+    "urgency": ("urgency",),
+    "team": ("team",),
+    "red_flags": RED_FLAGS,
+}
+
+
+def calibrated_fields(l2: L2Result) -> list[str]:
+    """The fields of FIELD_ANSWERS whose value a calibration artifact mapped (every answer it is
+    read from calibrated); any other field with a value is a guess."""
+    out = []
+    for name, sources in FIELD_ANSWERS.items():
+        if name == "team" and "team" not in l2.answers:
+            sources = ("category",)
+        if all(is_calibrated(l2.answers.get(s)) for s in sources):
+            out.append(name)
+    return out
 
 
 class ModelInfo(Record, frozen=True):
@@ -123,6 +154,9 @@ class TriageResult(Record):
     rules_sha: str
     timings_ms: Timings
     completed_at: float = 0.0
+    # category, urgency, l2.team, l2.red_flags: those calibrated (see calibrated_fields); any
+    # other is the model's uncalibrated guess and must be shown as one.
+    calibrated_fields: list[str] = []
 
 
 Action = Literal["approve", "edit", "escalate", "downgrade"]

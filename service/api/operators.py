@@ -59,7 +59,8 @@ def queue_item(ticket_id: str, stored: dict[str, str], now: float) -> QueueItem:
                          accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
                          subject=request.subject, category=result.category,
                          urgency=result.urgency,
-                         l1=L1Summary(level=result.l1.level, rules=result.l1.rules), l2=l2)
+                         l1=L1Summary(level=result.l1.level, rules=result.l1.rules), l2=l2,
+                         calibrated_fields=result.calibrated_fields)
     l1 = _l1_decoder.decode(stored["l1"])
     return QueueItem(id=ticket_id, level="yellow", status=stored["status"],
                      accepted_at=accepted_at, age_s=round(now - accepted_at, 3),

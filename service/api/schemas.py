@@ -49,6 +49,7 @@ class QueueItem(msgspec.Struct, frozen=True):
     urgency: int | None
     l1: L1Summary
     l2: L2Summary | None
+    calibrated_fields: list[str] = []  # as TriageResult.calibrated_fields: the rest are guesses
 
 
 class QueuePage(msgspec.Struct, frozen=True):

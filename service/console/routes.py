@@ -187,7 +187,9 @@ async def _neighbours(store: AsyncStore, queue: str, ticket_id: str) -> dict[str
 
 
 def _form_defaults(view: Any) -> dict[str, Any]:
-    return {"level": view.level, "category": view.category or "",
+    # A guessed category is not offered as the label: one keystroke would confirm it.
+    category = "" if "category" in view.guesses else view.category or ""
+    return {"level": view.level, "category": category,
             "flags": {flag: flag in view.suggested_flags for flag in RED_FLAGS},
             "false_green": False, "note": ""}
 

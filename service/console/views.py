@@ -13,7 +13,18 @@ from typing import Any
 import msgspec
 
 from ..errors import InvalidTicket
-from ..results import RED_FLAGS, Answer, DecisionIn, L1Result, Level, RuleHit, TicketIn, TriageResult, ticket_text
+from ..results import (
+    RED_FLAGS,
+    Answer,
+    DecisionIn,
+    L1Result,
+    Level,
+    RuleHit,
+    TicketIn,
+    TriageResult,
+    is_calibrated,
+    ticket_text,
+)
 
 LEVELS: tuple[Level, ...] = ("green", "yellow", "red")
 CATEGORIES = ("billing", "technical", "account", "shipping", "sales", "security", "legal", "other")
@@ -128,7 +139,7 @@ def answer_view(name: str, answer: Answer) -> AnswerView:
         probabilities = {"yes": answer.probability, "no": 1.0 - answer.probability}
     return AnswerView(
         name=name, kind=answer.kind, chosen=answer.chosen, method=answer.method,
-        calibrated=answer.calibrated,
+        calibrated=is_calibrated(answer),
         bars=_bars(answer.options, probabilities, answer.chosen),
         coverage=answer.coverage, confidence=answer.confidence, value=answer.value,
         raw=_bars(answer.options, answer.raw_probabilities, answer.chosen)
@@ -144,6 +155,18 @@ def ordered_answers(answers: Mapping[str, Answer]) -> list[AnswerView]:
 
 # --- one stored ticket, ready for the template -----------------------------------------------------
 
+# What the ticket page and the queue show of the model's answers beside the level.
+SHOWN_FIELDS = ("category", "urgency", "team")
+
+
+def guesses(values: Mapping[str, Any], calibrated_fields: Iterable[str]) -> frozenset[str]:
+    """The shown fields that have a value no calibration mapped: the model's guesses, to be shown
+    as such (muted, tagged, never coloured like a finding, never pre-filled as a label)."""
+    calibrated = set(calibrated_fields)
+    return frozenset(name for name in SHOWN_FIELDS
+                     if values.get(name) is not None and name not in calibrated)
+
+
 class TicketView(msgspec.Struct, frozen=True):
     id: str
     status: str
@@ -157,6 +180,8 @@ class TicketView(msgspec.Struct, frozen=True):
     answers: list[AnswerView]
     category: str | None
     urgency: int | None
+    team: str | None
+    guesses: frozenset[str]  # of category, urgency, team: those that are uncalibrated guesses
     age_s: float
     request: TicketIn
     suggested_flags: frozenset[str]  # red flags raised by a rule or by the model: the form's default
@@ -176,13 +201,15 @@ def ticket_view(ticket_id: str, stored: Mapping[str, str], now: float) -> Ticket
     level: Level = result.final_level if result else "yellow"  # type: ignore[assignment]
     decision = _decision_decoder.decode(stored["decision"]) if "decision" in stored else None
     accepted_at = float(stored.get("accepted_at", now))
+    shown = {"category": result.category, "urgency": result.urgency,
+             "team": result.l2.team} if result else {}
     return TicketView(
         id=ticket_id, status=stored.get("status", "queued"), level=level,
         subject=request.subject, text=text, segments=highlight(text, l1.rules), rules=l1.rules,
         l1_level=l1.level, result=result,
         answers=ordered_answers(result.l2.answers) if result else [],
-        category=result.category if result else None,
-        urgency=result.urgency if result else None,
+        category=shown.get("category"), urgency=shown.get("urgency"), team=shown.get("team"),
+        guesses=guesses(shown, result.calibrated_fields if result else ()),
         age_s=now - accepted_at, request=request, suggested_flags=frozenset(flags),
         decision=decision,
     )

@@ -52,6 +52,13 @@ def test_queue_lists_oldest_first_with_cursor(ingest, operator, prefix):
     assert operator.get("/v1/queues/red").json()["items"] == []
 
 
+def test_ticket_and_queue_say_which_fields_are_calibrated(ingest, operator, prefix):
+    ticket_id = ingest.post("/v1/tickets", json={"body": "The export crashes"}).json()["id"]
+    _finish(prefix, ticket_id, "yellow")  # raw letters only: no calibration mapped anything
+    assert ingest.get(f"/v1/tickets/{ticket_id}").json()["calibrated_fields"] == []
+    assert operator.get("/v1/queues/yellow").json()["items"][0]["calibrated_fields"] == []
+
+
 def test_unknown_queue_and_bad_cursor_are_400(operator):
     assert operator.get("/v1/queues/purple").status_code == 400
     assert operator.get("/v1/queues/red", params={"cursor": "garbage"}).status_code == 400

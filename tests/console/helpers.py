@@ -25,8 +25,12 @@ _RISK = {"red": {"green": 0.04, "yellow": 0.21, "red": 0.75},
 
 
 def l2_for(level: str, category: str = "billing", urgency: int = 2,
-           red_flags: tuple[str, ...] = ()) -> L2Result:
-    """An L2 result shaped like the classifier's: risk, the three flags, category, urgency."""
+           red_flags: tuple[str, ...] = (), guessed: tuple[str, ...] = ("urgency",),
+           team: str | None = None) -> L2Result:
+    """An L2 result shaped like the classifier's: risk, the three flags, category, urgency.
+
+    Like the bundled artifact, every answer is calibrated except those `guessed` (urgency: too
+    few labels to calibrate it), which stay the model's raw letters."""
     risk = _RISK[level]
     answers = {"risk": Answer(kind="choice", options=["green", "yellow", "red"], chosen=level,
                               probabilities=risk, coverage=0.94, confidence=round(risk[level] * 0.94, 3),
@@ -43,9 +47,12 @@ def l2_for(level: str, category: str = "billing", urgency: int = 2,
     answers["urgency"] = Answer(kind="score", options=[str(n) for n in range(6)], chosen=str(urgency),
                                 probabilities={str(n): (0.6 if n == urgency else 0.08) for n in range(6)},
                                 value=float(urgency), mode=urgency, coverage=0.9)
+    answers = {name: msgspec.structs.replace(answer, calibrated=name not in guessed)
+               for name, answer in answers.items()}
     return L2Result(level=level, method="logits", calibrated=True,  # type: ignore[arg-type]
                     calibration_version="20261128T090000Z-3f2a", answers=answers, red_flags=list(red_flags),
-                    category=category, urgency=urgency, tokens_evaluated=180, timings_ms={"total": 812.0})
+                    category=category, urgency=urgency, team=team, tokens_evaluated=180,
+                    timings_ms={"total": 812.0})
 
 
 def finish(prefix: str, ticket_id: str, level: str, queue: str | None = None, **l2_fields) -> None:

@@ -42,6 +42,42 @@ def test_queue_page_lists_oldest_first_with_counts_and_reasons(console, ingest, 
     assert 'aria-current="page">Red' in page.text
 
 
+GUESS = '<span class="tag guess">guess</span>'
+
+
+def test_guesses_are_shown_as_guesses_and_facts_as_facts(console, ingest, prefix):
+    """Urgency 5 from raw letters must not read as a finding (red, bold); a calibrated one may."""
+    guessed = post_ticket(ingest, "App crash", "The app crashes when I open settings.")
+    measured = post_ticket(ingest, "Outage", "Nothing loads for any of our users since 9:00.")
+    finish(prefix, guessed, "yellow", category="technical", urgency=5, team="legal",
+           guessed=("urgency", "category"))
+    finish(prefix, measured, "yellow", category="technical", urgency=5, team="engineering",
+           guessed=())
+    rows = dict(re.findall(r'<tr class="row" data-href="/ui/tickets/(t_\w+)\?queue=yellow">(.*?)</tr>',
+                           console.get("/ui/queues/yellow").text, re.S))
+    guess_row, fact_row = rows[guessed], rows[measured]
+    assert f'<span class="guess" title="Uncalibrated: the model\'s guess, not a measured answer">5 {GUESS}' \
+           in guess_row and "urgency-5" not in guess_row
+    assert f"technical {GUESS}" in guess_row
+    assert '<span class="urgency urgency-5">5</span>' in fact_row and GUESS not in fact_row
+
+    page = console.get(f"/ui/tickets/{guessed}", params={"queue": "yellow"}).text
+    meta = page[page.index('<dl class="meta">'):]
+    meta = meta[:meta.index("</dl>")]
+    assert "<dt>Urgency</dt><dd><span class=\"guess\"" in meta and "urgency-5" not in meta
+    assert f"technical {GUESS}" in meta and f"legal {GUESS}" in meta  # the team follows the category
+    card = page[page.index('id="answer-urgency"'):]
+    card = card[:card.index("</section>")]
+    assert '<span class="chosen guess">→ 5</span>' in card and ">guess</span>" in card
+    assert '<option value="" selected>(none)</option>' in page  # a guess is not offered as the label
+    fact = console.get(f"/ui/tickets/{measured}", params={"queue": "yellow"}).text
+    meta = fact[fact.index('<dl class="meta">'):]
+    meta = meta[:meta.index("</dl>")]
+    assert GUESS not in meta and '<span class="urgency urgency-5">5</span>' in meta
+    assert "<dt>Team</dt><dd>engineering</dd>" in meta
+    assert '<option value="technical" selected>' in fact
+
+
 def test_queue_pages_follow_the_api_cursor(console, ingest, prefix, monkeypatch):
     import service.console.routes as routes
 

@@ -9,6 +9,7 @@ from service.console.views import (
     answer_view,
     calibration_status,
     decision_from_form,
+    guesses,
     highlight,
     human_age,
     ordered_answers,
@@ -16,7 +17,20 @@ from service.console.views import (
     ticket_view,
 )
 from service.errors import InvalidTicket
-from service.results import Answer, L1Result, L2Result, ModelInfo, RuleHit, TicketIn, Timings, TriageResult, ticket_text
+from service.pipeline import combine
+from service.results import (
+    Answer,
+    L1Result,
+    L2Result,
+    ModelInfo,
+    RuleHit,
+    TicketIn,
+    Timings,
+    TriageResult,
+    calibrated_fields,
+    is_calibrated,
+    ticket_text,
+)
 
 
 def _hit(rule: str, start: int, end: int, level: str = "red") -> RuleHit:
@@ -140,6 +154,61 @@ def test_empty_category_and_note_are_absent_not_empty_strings():
     assert decision.category is None and decision.note is None
 
 
+# --- calibrated answers are facts, the rest are guesses -------------------------------------------
+
+def _answer(method: str, calibrated: bool) -> Answer:
+    return Answer(kind="score", options=[str(n) for n in range(6)], chosen="5", method=method,  # type: ignore[arg-type]
+                  calibrated=calibrated, probabilities={"5": 0.4, "0": 0.6})
+
+
+@pytest.mark.parametrize("answer, fact", [
+    (_answer("head", True), True),  # a head of the loaded artifact (head or head_all)
+    (_answer("logits", True), True),  # temperature or vector scaling of the letters
+    (_answer("logits", False), False),  # raw letters: no artifact mapped them
+    (_answer("generated", False), False),  # the fallback's text
+    (_answer("generated", True), False),  # nothing calibrates generated text, whatever it says
+    (None, False),  # not asked / no answer
+])
+def test_an_answer_is_a_fact_only_when_calibrated(answer, fact):
+    assert is_calibrated(answer) is fact
+    if answer is not None:
+        view = answer_view("urgency", answer)
+        assert view.calibrated is fact
+
+
+_FLAGS = ("commitment", "destructive_or_access", "third_party_personal_data")
+
+
+@pytest.mark.parametrize("uncalibrated, with_team_answer, expected", [
+    ((), False, ["category", "urgency", "team", "red_flags"]),
+    (("urgency",), False, ["category", "team", "red_flags"]),  # the bundled artifact today
+    # the team follows the category (prompts/teams.yaml): as calibrated as the category
+    (("category",), False, ["urgency", "red_flags"]),
+    # a model still asked for the team: that answer decides
+    (("team",), True, ["category", "urgency", "red_flags"]),
+    # red flags are one decision over the three answers: one raw flag makes them all a guess
+    (("commitment",), False, ["category", "urgency", "team"]),
+    (("category", "urgency", *_FLAGS), False, []),  # no artifact: every field a guess
+])
+def test_calibrated_fields_follow_their_answers(uncalibrated, with_team_answer, expected):
+    names = ["risk", *_FLAGS, "category", "urgency"] + (["team"] if with_team_answer else [])
+    answers = {n: Answer(kind="choice", options=["a", "b"], chosen="a", calibrated=n not in uncalibrated)
+               for n in names}
+    l2 = L2Result(level="yellow", method="logits", answers=answers, category="a", urgency=5, team="legal")
+    assert calibrated_fields(l2) == expected
+    l1 = L1Result(level="none", rules=[])
+    result = combine("t_1", l1, l2, ModelInfo(name="m", sha256="0"), "p", Timings(), 0.0)
+    assert result.calibrated_fields == expected  # what the API and the callback carry
+
+
+def test_guesses_are_the_shown_values_no_calibration_mapped():
+    shown = {"category": "technical", "urgency": 5, "team": "legal"}
+    assert guesses(shown, ["category", "team", "red_flags"]) == {"urgency"}
+    assert guesses(shown, []) == {"category", "urgency", "team"}
+    # no value, nothing to mislabel
+    assert guesses({"category": None, "urgency": None, "team": None}, []) == frozenset()
+
+
 # --- the ticket page's model -----------------------------------------------------------------------
 
 def _stored(subject: str | None, body: str, with_result: bool) -> dict[str, str]:
@@ -167,6 +236,8 @@ def test_ticket_view_highlights_into_subject_and_body_text():
     # the form starts from what rule and model said
     assert view.suggested_flags == {"commitment", "third_party_personal_data"}
     assert view.category == "billing"
+    # a result without calibrated answers: everything the model gave is a guess
+    assert view.guesses == {"category", "urgency"}
 
 
 def test_untriaged_ticket_counts_as_yellow_like_the_api():
