@@ -117,6 +117,17 @@ class Calibrator:
     def __repr__(self) -> str:
         return f"Calibrator({self.version!r}, questions={sorted(self.models)})"
 
+    @property
+    def feature_names(self) -> frozenset[str]:
+        """Every hidden-state vector a head of this artifact reads (service.l2.decide names)."""
+        names: set[str] = set()
+        for name, model in self.models.items():
+            if model.method == "head_all":
+                names.update(model.inputs)
+            elif model.method == "head":
+                names.add(name)
+        return frozenset(names)
+
     def apply(self, answers: dict[str, Answer],
               features: Mapping[str, np.ndarray]) -> dict[str, Answer]:
         """Calibrated copies of the answers this artifact covers; others are returned as given.

@@ -10,13 +10,11 @@ labels, degenerate fit) writes nothing and leaves the current artifact in place.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shlex
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +41,19 @@ from service.calibration.fit import (
     calibrate,
     label_index,
 )
+from service.calibration.replay import (
+    Example,
+    ReplayCache,
+    labels_from_decision,
+    replay,
+    replay_capture,
+    text_sha,
+)
 from service.keys import Keys
-from service.labelled import LEVELS, LabelledTicket, read_labelled
+from service.labelled import LEVELS, read_labelled
 from service.machine import summary as machine_summary
 from service.results import (
-    RED_FLAGS,
-    Answer,
     Decision,
-    L2Result,
     ModelInfo,
     TriageResult,
     ticket_text,
@@ -63,128 +66,6 @@ DEFAULT_CORPUS = "/work/shared/data/tickets/dev.jsonl"
 
 class RecalibrateError(Exception):
     """Input the job cannot use (a malformed labelled file, no model); the message says where."""
-
-
-# ------------------------------------------------------------------------------ examples
-@dataclass
-class Example:
-    """One labelled ticket with its raw L2 answers and hidden states, whatever its source."""
-
-    id: str
-    source: str  # "file", "corpus" or "decisions"
-    text_sha: str
-    labels: dict[str, Any]  # question -> label (level, bool, category, int) or None
-    answers: dict[str, Answer]
-    features: dict[str, np.ndarray]
-    truncated: bool = False
-
-
-def text_sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def labels_from_record(rec: LabelledTicket) -> dict[str, Any]:
-    labels: dict[str, Any] = {"risk": rec.risk, "category": rec.category, "urgency": rec.urgency}
-    for flag in RED_FLAGS:
-        labels[flag] = rec.flags.get(flag, False if rec.risk != "red" else None)
-    return labels
-
-
-def labels_from_decision(dec: Decision) -> dict[str, Any]:
-    """An operator's verdict as labels. Flags not given are known to be absent only when the
-    ticket is not red (the policy: any flag makes it red); on a red ticket they stay unknown."""
-    labels: dict[str, Any] = {"risk": dec.correct_level, "category": dec.category,
-                              "urgency": None}
-    for flag in RED_FLAGS:
-        if dec.flags is not None and flag in dec.flags:
-            labels[flag] = bool(dec.flags[flag])
-        else:
-            labels[flag] = False if dec.correct_level != "red" else None
-    return labels
-
-
-# ------------------------------------------------------------------------------ replay cache
-class _Cached(msgspec.Struct, frozen=True):
-    result: L2Result
-    features: dict[str, bytes]  # float32 bytes, as the worker stores them in Redis
-    truncated: bool = False
-
-
-class ReplayCache:
-    """Raw (uncalibrated) L2 answers and hidden states of replayed texts, on disk.
-
-    Keyed by model sha256, prompt_sha and the classifier's KV-sharing mode (the directory: the
-    mode changes the last bits of logits and hidden states, see docs/l2.md) and the text's
-    sha256 (the file), so a changed model, prompt or mode never reuses an old entry. Features
-    cost seconds per ticket on a 2-core machine; the dev set is replayed once, then every
-    recalibration reads it from here.
-    """
-
-    def __init__(self, root: str | Path, model_sha: str, prompt_sha: str, mode: str) -> None:
-        self.mode = mode
-        self.dir = Path(root) / f"{model_sha[:16]}-{prompt_sha[:16]}-{mode}"
-
-    def _path(self, sha: str) -> Path:
-        return self.dir / f"{sha}.msgpack"
-
-    def get(self, sha: str) -> tuple[L2Result, dict[str, np.ndarray], bool] | None:
-        try:
-            entry = msgspec.msgpack.decode(self._path(sha).read_bytes(), type=_Cached)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            return None
-        feats = {k: np.frombuffer(v, dtype=np.float32) for k, v in entry.features.items()}
-        return entry.result, feats, entry.truncated
-
-    def put(self, sha: str, result: L2Result, features: dict[str, np.ndarray],
-            truncated: bool) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        entry = _Cached(result=result, truncated=truncated,
-                        features={k: np.asarray(v, dtype=np.float32).tobytes()
-                                  for k, v in features.items()})
-        tmp = self._path(sha).with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(msgspec.msgpack.encode(entry))
-        os.replace(tmp, self._path(sha))
-
-
-def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
-           classifier: Callable[[], Any], timeout_s: float = 300.0,
-           progress: Callable[[int, int, str], None] | None = None
-           ) -> tuple[list[Example], Counter]:
-    """Labelled records through the real classifier (uncalibrated), cached.
-
-    `classifier` is a factory so that the model is loaded only when some text is not cached.
-    Returns the examples and a count of tickets left out (and why).
-    """
-    records = list(records)
-    examples: list[Example] = []
-    skipped: Counter = Counter()
-    model = None
-    for i, rec in enumerate(records):
-        text = ticket_text(rec.subject, rec.body)
-        sha = text_sha(text)
-        hit = cache.get(sha)
-        if hit is None:
-            if model is None:
-                model = classifier()
-                if getattr(model, "calibrator", None) is not None:
-                    raise RecalibrateError("the replay classifier must be uncalibrated")
-                if getattr(model, "mode", cache.mode) != cache.mode:
-                    raise RecalibrateError(f"the replay classifier runs mode {model.mode!r}, "
-                                           f"serving runs {cache.mode!r}")
-            out = model.classify(text, timeout_s=timeout_s)
-            if out.result.method == "unavailable":
-                skipped["l2 unavailable"] += 1
-                log.warning("recalibrate_replay_unavailable", id=rec.id, reason=out.result.reason)
-                continue
-            cache.put(sha, out.result, out.features, out.truncated)
-            hit = (out.result, out.features, out.truncated)
-        result, feats, truncated = hit
-        examples.append(Example(id=rec.id, source=source, text_sha=sha,
-                                labels=labels_from_record(rec), answers=result.answers,
-                                features=feats, truncated=truncated))
-        if progress is not None:
-            progress(i + 1, len(records), rec.id)
-    return examples, skipped
 
 
 # ------------------------------------------------------------------------------ decisions
@@ -351,12 +232,12 @@ def rules_sha(settings: Any) -> str:
 
 
 def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: str,
-           classifier: Callable[[], Any], redis_client: Any = None,
+           classifier: Callable[[], Any], redis_client: Any = None, capture: Any = None,
            progress: Callable[[int, int, str], None] | None = None
            ) -> tuple[list[Example], dict[str, int], Counter]:
     """The labelled examples for this run, their sources, and what was left out."""
     cache = ReplayCache(opts.cache_dir or Path(settings.var_dir) / "calibration-cache",
-                        model_sha, prompt_sha, mode)
+                        model_sha, prompt_sha, mode, capture)
     skipped: Counter = Counter()
     if opts.from_file:
         examples, skipped = replay(read_labelled(opts.from_file), "file", cache, classifier,
@@ -451,6 +332,7 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
     """The whole job. Raises Refused (nothing written) or RecalibrateError (bad input)."""
     from service.l2.classifier import DEFAULT_MODE, bundled_model_path, model_sha256
     from service.l2.prompts import load_prompts
+    from service.l2.runner import model_layers
 
     started = time.time()
     prompts = load_prompts(settings.prompts_dir)
@@ -458,12 +340,13 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
     if not model_path.exists():
         raise RecalibrateError(f"{model_path}: model file not found (triage fetch-model)")
     model = ModelInfo(name=model_path.name, sha256=model_sha256(model_path))
+    capture = replay_capture(model_layers(model_path))
 
     def default_classifier() -> Any:
         from service.l2 import Classifier
 
         # Uncalibrated on purpose: the maps are fitted on raw log-probs and hidden states.
-        return Classifier.from_settings(settings, calibrator=None)
+        return Classifier.from_settings(settings, calibrator=None, capture=capture)
 
     cfg = FitConfig(folds=opts.folds, seed=opts.seed, min_per_class=opts.min_per_class)
     log.info("recalibrate_started", source=opts.from_file or "decisions", corpus=opts.corpus,
@@ -472,7 +355,7 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
     # Serving's classifier (Classifier.from_settings) runs the default mode; so does the replay.
     examples, sources, skipped = gather(settings, opts, model.sha256, prompts.sha, DEFAULT_MODE,
                                         classifier or default_classifier, redis_client,
-                                        progress)
+                                        capture, progress)
     out_dir = opts.out or settings.calibration_dir
     try:
         return fit_and_write(examples, prompts.questions, out_dir, cfg=cfg, model=model,

@@ -17,10 +17,18 @@ import msgspec
 import numpy as np
 import structlog
 
-from service.l2.decide import Calibrator, Decided, Fallback, check_aliases, decide, prefix_layout
+from service.l2.decide import (
+    Calibrator,
+    Decided,
+    Fallback,
+    capture_for,
+    check_aliases,
+    decide,
+    prefix_layout,
+)
 from service.l2.decision import Thresholds, decide_level
 from service.l2.prompts import Prompts, load_prompts
-from service.l2.runner import Runner
+from service.l2.runner import Capture, Runner
 from service.model_fetch import recorded_sha256, resolve_model_path
 from service.results import Answer, L2Result, ModelInfo, max_level
 from service.settings import PROJECT_ROOT, Settings
@@ -59,7 +67,8 @@ class Classifier:
                  prompts_dir: str | Path = PROJECT_ROOT / "prompts",
                  calibrator: Calibrator | None = None, *, timeout_s: float = 30.0,
                  mode: str = DEFAULT_MODE, thresholds: Thresholds | None = None,
-                 risk_permutations: int | None = None, runner: Runner | None = None) -> None:
+                 risk_permutations: int | None = None, runner: Runner | None = None,
+                 capture: Capture | None = None) -> None:
         self.prompts: Prompts = load_prompts(prompts_dir)
         self.questions = dict(self.prompts.questions)
         if risk_permutations is not None:
@@ -69,10 +78,12 @@ class Classifier:
         self.mode = mode
         self.timeout_s = timeout_s
         self.thresholds = thresholds or Thresholds()
-        self._calibrator = calibrator
         self._lock = threading.Lock()
         self._model_info: ModelInfo | None = None
         self.runner = runner or Runner(model_path, n_threads=n_threads, n_ctx=n_ctx)
+        self._fixed_capture = capture  # a replay reads every candidate layer, whatever heads need
+        self._calibrator = None
+        self.set_calibrator(calibrator)
         check_aliases(self.runner, self.questions)  # a multi-token alias stops start-up here
         # Level 1 at start-up: the system context goes into the KV cache before any ticket.
         started = time.perf_counter()
@@ -110,8 +121,15 @@ class Classifier:
         return self._calibrator
 
     def set_calibrator(self, calibrator: Calibrator | None) -> None:
-        """Swap the calibration artifact (None: back to raw logits and default thresholds)."""
-        self._calibrator = calibrator
+        """Swap the calibration artifact (None: back to raw logits and default thresholds).
+
+        The runner then reads the intermediate layers this artifact's heads need."""
+        capture = self._fixed_capture
+        if capture is None:
+            capture = capture_for(calibrator.feature_names) if calibrator is not None else Capture()
+        with self._lock:
+            self.runner.set_capture(capture)
+            self._calibrator = calibrator
 
     # ------------------------------------------------------------------ classify
     def classify(self, text: str, timeout_s: float | None = None,
@@ -159,7 +177,8 @@ class Classifier:
             calibration_version=d.calibration_version, answers=answers, red_flags=red_flags,
             category=answers["category"].chosen if "category" in answers else None,
             urgency=urgency.mode if urgency is not None else None,
-            team=answers["team"].chosen if "team" in answers else None,
+            team=self.prompts.team_for(answers["category"].chosen) if "category" in answers
+            else None,
             tokens_evaluated=d.tokens_evaluated, timings_ms=dict(d.timings), reason=reason)
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ errors and surface at start-up through `check_aliases`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ from service.l2.answers import (
     merge_permutations,
 )
 from service.l2.prompts import Framing, Question
-from service.l2.runner import DeadlineExceeded, Runner
+from service.l2.runner import Capture, DeadlineExceeded, Readout, Runner
 from service.results import Answer
 
 log = structlog.get_logger()
@@ -42,6 +42,7 @@ class Calibrator(Protocol):
 
     version: str
     thresholds: Any  # service.l2.decision.Thresholds
+    feature_names: frozenset[str]  # the hidden-state vectors its heads read
 
     def apply(self, answers: dict[str, Answer],
               features: dict[str, np.ndarray]) -> dict[str, Answer]: ...
@@ -137,6 +138,34 @@ def fallback_grammar(questions: dict[str, Question], names: list[str]) -> str:
     return "\n".join([root, *rules]) + "\n"
 
 
+def hidden_features(readouts: dict[str, Readout], pooled: dict[int, np.ndarray]
+                    ) -> dict[str, np.ndarray]:
+    """Every hidden-state vector of one ticket, by the name a calibration head asks for:
+    `<question>` the final layer at its answer, `<question>@l<N>` layer N there, and
+    `ticket@l<N>` layer N averaged over the ticket's tokens."""
+    features = {v: r.hidden for v, r in readouts.items()}
+    for v, r in readouts.items():
+        for layer, vector in r.layers.items():
+            features[f"{v}@l{layer}"] = vector
+    for layer, vector in pooled.items():
+        features[f"ticket@l{layer}"] = vector
+    return features
+
+
+def capture_for(feature_names: Iterable[str]) -> Capture:
+    """The layers a runner must read to produce these feature names (see hidden_features)."""
+    pooled: set[int] = set()
+    answers: set[int] = set()
+    for name in feature_names:
+        base, sep, layer = name.partition("@l")
+        if not sep:
+            continue
+        if not layer.isdigit():
+            raise ValueError(f"feature {name!r}: expected <question>@l<N> or ticket@l<N>")
+        (pooled if base == "ticket" else answers).add(int(layer))
+    return Capture(pooled=tuple(sorted(pooled)), answers=tuple(sorted(answers)))
+
+
 def _gbnf_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -206,7 +235,7 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
         readouts = runner.ask(st, suffixes, mode=mode, deadline=deadline)  # level 3
         timings["questions_ms"] = (time.perf_counter() - t0) * 1000
 
-    features = {v: r.hidden for v, r in readouts.items()}
+    features = hidden_features(readouts, st.pooled)
     raw: dict[str, Answer] = {}
     for v, r in readouts.items():
         lp = log_softmax(r.logits)

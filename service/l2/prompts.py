@@ -20,7 +20,9 @@ CONTEXT_FILE = "context.md"
 QUESTIONS_FILE = "questions.yaml"
 TEAMS_FILE = "teams.yaml"
 FALLBACK_FILE = "fallback.md"
-L2_FILES = (CONTEXT_FILE, QUESTIONS_FILE, TEAMS_FILE, FALLBACK_FILE)
+# The files the model reads: prompt_sha covers exactly these. teams.yaml is not one of them
+# (the team follows from the category), so a routing change never orphans a calibration.
+L2_FILES = (CONTEXT_FILE, QUESTIONS_FILE, FALLBACK_FILE)
 
 Kind = Literal["choice", "boolean", "score"]
 LETTERS = string.ascii_uppercase
@@ -116,6 +118,7 @@ class Framing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class Team(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     description: str
+    categories: tuple[str, ...]  # the categories this team handles
 
 
 class _QuestionsFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -136,6 +139,13 @@ class Prompts(msgspec.Struct, frozen=True):
     teams: tuple[Team, ...]
     fallback_template: str
     sha: str
+
+    def team_for(self, category: str | None) -> str | None:
+        """The team that handles a category (teams.yaml); None when there is no category."""
+        for team in self.teams:
+            if category in team.categories:
+                return team.name
+        return None
 
     def fallback_prompt(self, names: list[str]) -> str:
         """The fallback instruction for the given questions (their labels as enums)."""
@@ -182,24 +192,17 @@ def load_prompts(prompts_dir: str | Path) -> Prompts:
     teams = tuple(tfile.teams)
     questions: dict[str, Question] = {}
     for name, raw in qfile.questions.items():
-        raw = dict(raw)
-        source = raw.pop("options_from", None)
-        if source is not None:
-            if source != "teams":
-                raise PromptError(f"{root / QUESTIONS_FILE}: question {name!r}: options_from "
-                                  f"must be 'teams', got {source!r}")
-            raw["options"] = [t.name for t in teams]
         try:
             question = msgspec.convert(raw, Question)
         except msgspec.ValidationError as exc:
             raise PromptError(f"{root / QUESTIONS_FILE}: question {name!r}: {exc}") from None
         question.validate(name)
         questions[name] = question
+    _check_routing(root, teams, questions)
     framing = qfile.framing
     letters = {name: framing.letters(q) for name, q in questions.items() if q.kind != "score"}
     try:
-        context = _jinja().from_string(_read(root, CONTEXT_FILE)).render(
-            teams=teams, letters=letters).strip()
+        context = _jinja().from_string(_read(root, CONTEXT_FILE)).render(letters=letters).strip()
     except jinja2.TemplateError as exc:
         raise PromptError(f"{root / CONTEXT_FILE}: {exc}") from None
     # A question whose options are listed nowhere would be answered by letters the model
@@ -213,3 +216,21 @@ def load_prompts(prompts_dir: str | Path) -> Prompts:
                               f"list its options {listed!r} (or set options_in_context)")
     return Prompts(context=context, framing=framing, questions=questions, teams=teams,
                    fallback_template=_read(root, FALLBACK_FILE), sha=prompt_sha(root))
+
+
+def _check_routing(root: Path, teams: tuple[Team, ...], questions: dict[str, Question]) -> None:
+    """Every category is routed to exactly one team, and no team names an unknown category."""
+    categories = questions["category"].options if "category" in questions else ()
+    routed: dict[str, str] = {}
+    for team in teams:
+        for category in team.categories:
+            if category not in categories:
+                raise PromptError(f"{root / TEAMS_FILE}: team {team.name!r} names the unknown "
+                                  f"category {category!r} (categories: {list(categories)})")
+            if category in routed:
+                raise PromptError(f"{root / TEAMS_FILE}: category {category!r} is routed to both "
+                                  f"{routed[category]!r} and {team.name!r}")
+            routed[category] = team.name
+    missing = [c for c in categories if c not in routed]
+    if missing:
+        raise PromptError(f"{root / TEAMS_FILE}: no team handles the categories {missing}")

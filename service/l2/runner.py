@@ -14,6 +14,11 @@ final hidden state comes out of the same forward pass as the logits. Embeddings 
 everything else, because llama.cpp outputs (and projects to the vocabulary) every token of a
 batch while embeddings are on.
 
+Intermediate layers come out of the same decode calls through llama.cpp's eval callback
+(`cb_eval`): when a `Capture` asks for layers, the callback copies the named layer outputs
+(`l_out-N`) as the graph computes them, and the runner keeps the rows it needs: the mean over
+the ticket's tokens ("pooled") and the answer positions. No second forward pass is made.
+
 A deadline bounds every call: it is checked between decode calls and, inside a long decode, by
 llama.cpp's abort callback, so a slow ticket cannot hold the worker forever.
 """
@@ -75,6 +80,7 @@ class State:
     seq: int
     n_past: int  # prefix + ticket tokens in the sequence
     tokens_evaluated: int  # ticket tokens only
+    pooled: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> mean over the ticket
 
 
 @dataclass
@@ -85,6 +91,7 @@ class Readout:
     hidden: np.ndarray  # float32 (n_embd,)
     tokens: int  # suffix tokens evaluated for this question (incl. an appended think block)
     thought: bool = False  # the model opened a thinking block; an empty one was appended
+    layers: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> state at the answer
 
 
 @dataclass
@@ -97,6 +104,58 @@ class Stats:
     decode_calls: int = 0
     aborts: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Which intermediate layers to read: means over the ticket's tokens, states at answers."""
+
+    pooled: tuple[int, ...] = ()
+    answers: tuple[int, ...] = ()
+
+    @property
+    def layers(self) -> frozenset[int]:
+        return frozenset(self.pooled) | frozenset(self.answers)
+
+    def __bool__(self) -> bool:
+        return bool(self.pooled or self.answers)
+
+
+class _Collector:
+    """Receives layer outputs from the eval callback during one llama_decode call.
+
+    `pool_rows` are the batch rows whose states are summed (the ticket's tokens), `out_rows` the
+    rows kept as they are (answer positions); both index the decode call's batch, which
+    llama.cpp evaluates as one micro-batch in order (n_ubatch == n_batch, unified KV cache).
+    """
+
+    def __init__(self, capture: Capture, n_embd: int) -> None:
+        self.capture = capture
+        self.names = {f"l_out-{n}".encode(): n for n in capture.layers}
+        self.sums = {n: np.zeros(n_embd, dtype=np.float64) for n in capture.pooled}
+        self.count = 0
+        self.pool_rows: np.ndarray | None = None
+        self.out_rows: list[int] = []
+        self.outputs: dict[int, np.ndarray] = {}  # layer -> (len(out_rows), n_embd)
+        self.n_embd = n_embd
+
+    def begin(self, pool_rows: np.ndarray | None, out_rows: list[int]) -> None:
+        self.pool_rows = pool_rows if pool_rows is not None and len(pool_rows) else None
+        self.out_rows = out_rows
+        self.outputs = {}
+        if self.pool_rows is not None:
+            self.count += len(self.pool_rows)
+
+    def take(self, layer: int, rows: np.ndarray) -> None:
+        if self.pool_rows is not None and layer in self.sums:
+            self.sums[layer] += rows[self.pool_rows].sum(axis=0, dtype=np.float64)
+        if self.out_rows and layer in self.capture.answers:
+            self.outputs[layer] = rows[self.out_rows].copy()
+
+    def pooled(self) -> dict[int, np.ndarray]:
+        if not self.count:
+            return {}
+        return {n: (s / self.count).astype(np.float32) for n, s in self.sums.items()}
 
 
 class ChatTemplate:
@@ -134,6 +193,28 @@ def _raise_template_error(message: str) -> None:
 
 _llama = None  # the llama_cpp module, imported on first use (import is slow and loads libllama)
 _log_callback = None
+_ggml = None  # libggml through ctypes: tensor names and data for the eval callback
+
+
+class _TensorHead(ctypes.Structure):
+    """The leading fields of ggml.h's struct ggml_tensor (type, buffer, ne, nb)."""
+
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
+                ("ne", ctypes.c_int64 * 4), ("nb", ctypes.c_size_t * 4)]
+
+
+def _ggml_lib():
+    global _ggml
+    if _ggml is None:
+        from llama_cpp._ggml import libggml
+
+        libggml.ggml_get_name.argtypes = [ctypes.c_void_p]
+        libggml.ggml_get_name.restype = ctypes.c_char_p
+        libggml.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                                    ctypes.c_size_t, ctypes.c_size_t]
+        libggml.ggml_backend_tensor_get.restype = None
+        _ggml = libggml
+    return _ggml
 
 
 def _lib():
@@ -154,11 +235,34 @@ def _lib():
     return _llama
 
 
+def model_layers(model_path: str | Path) -> int:
+    """The model's layer count, read from the GGUF's metadata without loading its weights."""
+    L = _lib()
+    mparams = L.llama_model_default_params()
+    mparams.vocab_only = True
+    model = L.llama_model_load_from_file(str(model_path).encode(), mparams)
+    if not model:
+        raise RunnerError(f"llama.cpp could not read {model_path}")
+    try:
+        def meta(key: str) -> str:
+            buf = ctypes.create_string_buffer(256)
+            n = L.llama_model_meta_val_str(model, key.encode(), buf, 256)
+            return buf.value.decode() if n >= 0 else ""
+
+        count = meta(f"{meta('general.architecture')}.block_count")
+        if not count.isdigit():
+            raise RunnerError(f"{model_path} records no block_count")
+        return int(count)
+    finally:
+        L.llama_model_free(model)
+
+
 class Runner:
     """Owns one model and one context; not thread-safe by itself: hold `lock` around a ticket."""
 
     def __init__(self, model_path: str | Path, *, n_threads: int, n_ctx: int = 4096,
-                 n_batch: int = 512, n_seq_max: int = 32, max_prefixes: int = 2) -> None:
+                 n_batch: int = 512, n_seq_max: int = 32, max_prefixes: int = 2,
+                 capture: Capture | None = None) -> None:
         L = _lib()
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
@@ -186,6 +290,15 @@ class Runner:
         cparams.pooling_type = L.LLAMA_POOLING_TYPE_NONE
         cparams.kv_unified = True  # one KV buffer: seq_cp shares cells instead of copying them
         cparams.no_perf = True
+        self.n_layer = int(L.llama_model_n_layer(self._model))
+        self.capture = Capture()
+        self.set_capture(capture or Capture())
+        self._collector: _Collector | None = None
+        # Installed always, so that a hot-loaded calibration artifact can ask for other layers;
+        # with nothing to capture it only answers "no" to each tensor of the graph.
+        self._eval_cb = L.ggml_backend_sched_eval_callback(self._on_tensor)
+        cparams.cb_eval = self._eval_cb
+        cparams.cb_eval_user_data = None
         self._ctx = L.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             L.llama_model_free(self._model)
@@ -278,16 +391,46 @@ class Runner:
         deadline = self._deadline
         return deadline is not None and time.monotonic() > deadline
 
+    def set_capture(self, capture: Capture) -> None:
+        """Read these layers from the next ticket on (RunnerError for a layer out of range)."""
+        bad = sorted(n for n in capture.layers if not 0 <= n < self.n_layer - 1)
+        if bad:  # the last layer keeps only the output rows; its answer state is `hidden`
+            raise RunnerError(f"capture layers {bad} outside 0..{self.n_layer - 2} "
+                              f"({self.model_path.name} has {self.n_layer} layers)")
+        self.capture = capture
+
+    def _on_tensor(self, tensor: int, ask: bool, _data: ctypes.c_void_p) -> bool:
+        """llama.cpp's eval callback: ask=True 'do you want this tensor?', then its data."""
+        collector = self._collector
+        if collector is None:
+            return not ask  # nothing wanted; keep computing
+        name = _ggml_lib().ggml_get_name(tensor)
+        layer = collector.names.get(name)
+        if layer is None:
+            return not ask
+        if ask:
+            return True
+        head = _TensorHead.from_address(tensor)
+        if head.type != 0:  # GGML_TYPE_F32: layer outputs are float32 on the CPU backend
+            raise RunnerError(f"layer output {name!r} has ggml type {head.type}, not F32")
+        n_embd, n_rows = int(head.ne[0]), int(head.ne[1])
+        rows = np.empty((n_rows, n_embd), dtype=np.float32)
+        _ggml_lib().ggml_backend_tensor_get(tensor, rows.ctypes.data, 0, rows.nbytes)
+        collector.take(layer, rows)
+        return True
+
     def _set_embeddings(self, on: bool) -> None:
         if on != self._embeddings:
             _lib().llama_set_embeddings(self._ctx, on)
             self._embeddings = on
 
     def _decode(self, entries: list[tuple[int, int, Any, bool]], *, embeddings: bool = False,
-                deadline: float | None = None) -> list[int]:
+                deadline: float | None = None, pooled: int = 0) -> list[int]:
         """Decode (token, pos, seq, output) entries in n_batch chunks; returns output indices.
 
         Output indices refer to the last chunk: callers put every output in one final call.
+        The first `pooled` entries are the ticket's tokens, whose layer states a capture
+        averages.
         """
         L = _lib()
         out_index: list[int] = []
@@ -312,6 +455,9 @@ class Runner:
                 if output:
                     out_index.append(i)
             batch.n_tokens = len(chunk)
+            if self._collector is not None:
+                pool_rows = np.arange(max(0, min(pooled - start, len(chunk))))
+                self._collector.begin(pool_rows, out_index)
             self._deadline = deadline
             try:
                 rc = L.llama_decode(self._ctx, batch)
@@ -383,17 +529,31 @@ class Runner:
         self.close_state()
         seq = self._state_seq
         _lib().llama_memory_seq_cp(self._mem, prefix.seq, seq, -1, -1)
+        self._start_capture()
         try:
             self._decode([(t, prefix.n + i, seq, False) for i, t in enumerate(tokens)],
-                         deadline=deadline)
+                         deadline=deadline, pooled=len(tokens))
         except Exception:
             self.close_state()
             raise
         return State(prefix=prefix, seq=seq, n_past=prefix.n + len(tokens),
-                     tokens_evaluated=len(tokens))
+                     tokens_evaluated=len(tokens), pooled=self._pooled())
+
+    def _start_capture(self) -> None:
+        self._collector = _Collector(self.capture, self.n_embd) if self.capture else None
+
+    def _pooled(self) -> dict[int, np.ndarray]:
+        return self._collector.pooled() if self._collector is not None else {}
+
+    def _answer_layers(self, k: int) -> dict[int, np.ndarray]:
+        """Layer states of the k-th output of the last decode call."""
+        if self._collector is None:
+            return {}
+        return {layer: rows[k] for layer, rows in self._collector.outputs.items()}
 
     def close_state(self) -> None:
         """Drop the ticket and every question branch; the prefixes stay."""
+        self._collector = None
         self._rm(self._state_seq)
         for seq in self._branch_seqs:
             self._rm(seq)
@@ -437,9 +597,10 @@ class Runner:
                 (t, prefix.n + i, owners, False) for i, t in enumerate(tokens)]
             entries += [(t, n_past + i, seqs[n], False)
                         for n in names for i, t in enumerate(suffixes[n][:-1])]
-            self._decode(entries, deadline=deadline)
+            self._start_capture()
+            self._decode(entries, deadline=deadline, pooled=len(tokens))
             state = State(prefix=prefix, seq=self._state_seq, n_past=n_past,
-                          tokens_evaluated=len(tokens))
+                          tokens_evaluated=len(tokens), pooled=self._pooled())
             out = self._read_answers(suffixes, seqs, n_past, deadline)
         except Exception:
             self.close_state()
@@ -456,8 +617,9 @@ class Runner:
         names = list(suffixes)
         last = [(suffixes[n][-1], n_past + len(suffixes[n]) - 1, seqs[n], True) for n in names]
         idx = self._decode(last, embeddings=True, deadline=deadline)
-        out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]))
-               for n, i in zip(names, idx, strict=True)}
+        out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]),
+                          layers=self._answer_layers(k))
+               for k, (n, i) in enumerate(zip(names, idx, strict=True))}
         for n in names:
             if self._opened_thinking(out[n]):
                 out[n] = self._close_thinking(seqs[n], n_past + len(suffixes[n]), out[n], deadline)
@@ -494,7 +656,8 @@ class Runner:
                     self._decode(body, deadline=deadline)
                 (i,) = self._decode([(suffix[-1], state.n_past + len(suffix) - 1, state.seq, True)],
                                     embeddings=True, deadline=deadline)
-                readout = Readout(self._logits(i), self._hidden(i), len(suffix))
+                readout = Readout(self._logits(i), self._hidden(i), len(suffix),
+                                  layers=self._answer_layers(0))
                 if self._opened_thinking(readout):
                     readout = self._close_thinking(state.seq, state.n_past + len(suffix), readout,
                                                    deadline)
@@ -518,7 +681,8 @@ class Runner:
                          deadline=deadline)
         (i,) = self._decode([(block[-1], pos + len(block) - 1, seq, True)], embeddings=True,
                             deadline=deadline)
-        return Readout(self._logits(i), self._hidden(i), readout.tokens + len(block), True)
+        return Readout(self._logits(i), self._hidden(i), readout.tokens + len(block), True,
+                       layers=self._answer_layers(0))
 
     # ------------------------------------------------------------------ generation
     def generate(self, state: State, suffix: list[int], grammar: str, *, max_tokens: int = 96,
@@ -534,6 +698,7 @@ class Runner:
         L.llama_sampler_chain_add(chain, gram)
         L.llama_sampler_chain_add(chain, L.llama_sampler_init_greedy())
         evaluated = 0
+        self._collector = None  # generated tokens are not features
         try:
             self._rm(seq)
             L.llama_memory_seq_cp(self._mem, state.seq, seq, -1, -1)

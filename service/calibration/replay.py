@@ -1,0 +1,165 @@
+"""Labelled texts through the real classifier, uncalibrated, with every candidate feature, cached.
+
+A recalibration fits heads on what serving computes: the raw L2 answers and the hidden states of
+each ticket. Replaying a ticket costs about two seconds on two cores, so each text is replayed
+once and kept on disk, keyed by the model, the prompts, the KV-sharing mode and the layers read
+(the directory) and by the text's sha256 (the file). The replay reads every candidate layer
+(`replay_capture`), whatever the current artifact needs, so a fit can choose among them
+without a second replay; serving then reads only the layers its heads ask for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import structlog
+
+from service.l2.runner import Capture
+from service.labelled import LabelledTicket
+from service.results import RED_FLAGS, Answer, Decision, L2Result, ticket_text
+
+log = structlog.get_logger()
+
+
+class ReplayError(Exception):
+    """The replay cannot run as asked (a calibrated or mismatched classifier)."""
+
+
+def replay_capture(n_layer: int) -> Capture:
+    """The candidate layers: the middle and three quarters down (pooled and at the answers),
+    and the last layer whose output covers every token (pooled). llama.cpp keeps only the
+    output rows in the final layer, so the final layer's answer state is the plain hidden state."""
+    mid, late = n_layer // 2 - 1, (3 * n_layer) // 4 - 1
+    return Capture(pooled=(mid, late, n_layer - 2), answers=(mid, late))
+
+
+@dataclass
+class Example:
+    """One labelled ticket with its raw L2 answers and hidden states, whatever its source."""
+
+    id: str
+    source: str  # "file", "corpus", "decisions" or a data set's name
+    text_sha: str
+    labels: dict[str, Any]  # question -> label (level, bool, category, int) or None
+    answers: dict[str, Answer]
+    features: dict[str, np.ndarray]
+    truncated: bool = False
+    language: str = ""
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def labels_from_record(rec: LabelledTicket) -> dict[str, Any]:
+    labels: dict[str, Any] = {"risk": rec.risk, "category": rec.category, "urgency": rec.urgency}
+    for flag in RED_FLAGS:
+        labels[flag] = rec.flags.get(flag, False if rec.risk != "red" else None)
+    return labels
+
+
+def labels_from_decision(dec: Decision) -> dict[str, Any]:
+    """An operator's verdict as labels. Flags not given are known to be absent only when the
+    ticket is not red (the policy: any flag makes it red); on a red ticket they stay unknown."""
+    labels: dict[str, Any] = {"risk": dec.correct_level, "category": dec.category,
+                              "urgency": None}
+    for flag in RED_FLAGS:
+        if dec.flags is not None and flag in dec.flags:
+            labels[flag] = bool(dec.flags[flag])
+        else:
+            labels[flag] = False if dec.correct_level != "red" else None
+    return labels
+
+
+class _Cached(msgspec.Struct, frozen=True):
+    result: L2Result
+    features: dict[str, bytes]  # float32 bytes
+    truncated: bool = False
+
+
+class ReplayCache:
+    """Raw L2 answers and hidden states of replayed texts, one msgpack file per text."""
+
+    def __init__(self, root: str | Path, model_sha: str, prompt_sha: str, mode: str,
+                 capture: Capture | None = None) -> None:
+        self.mode = mode
+        self.capture = capture or Capture()
+        layers = ""
+        if self.capture:
+            layers = ("-p" + ".".join(map(str, self.capture.pooled))
+                      + "-a" + ".".join(map(str, self.capture.answers)))
+        self.dir = Path(root) / f"{model_sha[:16]}-{prompt_sha[:16]}-{mode}{layers}"
+
+    def _path(self, sha: str) -> Path:
+        return self.dir / f"{sha}.msgpack"
+
+    def get(self, sha: str) -> tuple[L2Result, dict[str, np.ndarray], bool] | None:
+        try:
+            entry = msgspec.msgpack.decode(self._path(sha).read_bytes(), type=_Cached)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        feats = {k: np.frombuffer(v, dtype=np.float32) for k, v in entry.features.items()}
+        return entry.result, feats, entry.truncated
+
+    def put(self, sha: str, result: L2Result, features: dict[str, np.ndarray],
+            truncated: bool) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        entry = _Cached(result=result, truncated=truncated,
+                        features={k: np.asarray(v, dtype=np.float32).tobytes()
+                                  for k, v in features.items()})
+        tmp = self._path(sha).with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(msgspec.msgpack.encode(entry))
+        os.replace(tmp, self._path(sha))
+
+
+def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
+           classifier: Callable[[], Any], timeout_s: float = 300.0,
+           progress: Callable[[int, int, str], None] | None = None
+           ) -> tuple[list[Example], Counter]:
+    """Labelled records through the real classifier (uncalibrated), cached.
+
+    `classifier` is a factory so that the model is loaded only when some text is not cached.
+    Returns the examples and a count of tickets left out (and why).
+    """
+    records = list(records)
+    examples: list[Example] = []
+    skipped: Counter = Counter()
+    model = None
+    for i, rec in enumerate(records):
+        text = ticket_text(rec.subject, rec.body)
+        sha = text_sha(text)
+        hit = cache.get(sha)
+        if hit is None:
+            if model is None:
+                model = classifier()
+                if getattr(model, "calibrator", None) is not None:
+                    raise ReplayError("the replay classifier must be uncalibrated")
+                if getattr(model, "mode", cache.mode) != cache.mode:
+                    raise ReplayError(f"the replay classifier runs mode {model.mode!r}, "
+                                      f"serving runs {cache.mode!r}")
+                runner = getattr(model, "runner", None)
+                if runner is not None and getattr(runner, "capture", cache.capture) != cache.capture:
+                    raise ReplayError(f"the replay classifier reads {runner.capture}, the cache "
+                                      f"holds {cache.capture}")
+            out = model.classify(text, timeout_s=timeout_s)
+            if out.result.method == "unavailable":
+                skipped["l2 unavailable"] += 1
+                log.warning("recalibrate_replay_unavailable", id=rec.id, reason=out.result.reason)
+                continue
+            cache.put(sha, out.result, out.features, out.truncated)
+            hit = (out.result, out.features, out.truncated)
+        result, feats, truncated = hit
+        examples.append(Example(id=rec.id, source=source, text_sha=sha,
+                                labels=labels_from_record(rec), answers=result.answers,
+                                features=feats, truncated=truncated, language=rec.language))
+        if progress is not None:
+            progress(i + 1, len(records), rec.id)
+    return examples, skipped
