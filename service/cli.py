@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "service.l1.commands",
     "service.evaluation.commands",
     "service.jobs.recal_commands",
+    "service.calibration.study_commands",
     "service.audit.commands",
     "service.bench",
 )

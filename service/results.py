@@ -86,6 +86,10 @@ class L2Result(Record):
     tokens_evaluated: int = 0
     timings_ms: dict[str, float] = {}
     reason: str | None = None  # why the method is generated/unavailable, or why not green
+    # The green gate of the calibration: distance of the ticket to the labelled greens, and
+    # whether that alone kept it from green (P(green) and every other rule allowed it).
+    ood_distance: float | None = None
+    ood_blocked: bool = False
 
 
 # The result fields read from L2 answers, and the answers each one comes from. The team follows

@@ -66,6 +66,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     calibration_dir: str = str(PROJECT_ROOT / "calibration")  # TRIAGE_CALIBRATION_DIR
     # below this many labels in a class, `triage recalibrate` refuses rather than fit noise
     calibration_min_per_class: Annotated[int, Meta(ge=1, le=1_000_000)] = 15  # TRIAGE_CALIBRATION_MIN_PER_CLASS
+    # TRIAGE_MAX_FALSE_GREEN_RATE: the false-green rate among auto-answered tickets that the
+    # green threshold must bound (95 % upper bound, `triage recalibrate`); the audit alerts above it
+    max_false_green_rate: Annotated[float, Meta(gt=0.0, le=0.5)] = 0.01
     # --- queueing and the worker
     stream_max_len: Count = 10_000  # TRIAGE_STREAM_MAX: backlog above which ingest answers 429
     retry_after_s: Annotated[int, Meta(ge=1, le=3600)] = 5  # TRIAGE_RETRY_AFTER_S: Retry-After sent with 429
@@ -121,6 +124,7 @@ ENV: dict[str, str] = {
     "rules_dir": "TRIAGE_RULES_DIR",
     "calibration_dir": "TRIAGE_CALIBRATION_DIR",
     "calibration_min_per_class": "TRIAGE_CALIBRATION_MIN_PER_CLASS",
+    "max_false_green_rate": "TRIAGE_MAX_FALSE_GREEN_RATE",
     "stream_max_len": "TRIAGE_STREAM_MAX",
     "retry_after_s": "TRIAGE_RETRY_AFTER_S",
     "claim_idle_ms": "TRIAGE_CLAIM_IDLE_MS",

@@ -22,6 +22,7 @@ import numpy as np
 from service.calibration.calibrator import HEADS, METHODS, Calibrator, Method, QuestionModel
 from service.calibration.heads import LinearHead
 from service.calibration.maths import Scaling
+from service.calibration.ood import GATE_ARRAYS, GateInfo, GreenGate
 from service.calibration.thresholds import GreenChoice, LevelSummary, RedChoice, YellowFlagChoice
 from service.l2.decision import Thresholds
 from service.results import ModelInfo
@@ -101,6 +102,7 @@ class ArtifactMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     red: RedChoice | None = None
     yellow: dict[str, YellowFlagChoice] = {}
     evaluation: Evaluation | None = None
+    gate: GateInfo | None = None  # the green gate (service.calibration.ood); None: no gate
     machine: str = ""
     elapsed_s: float = 0.0
 
@@ -112,7 +114,8 @@ def new_version(created_at: float, content: bytes) -> str:
 
 
 def write_artifact(directory: str | Path, meta: ArtifactMeta, heads: dict[str, LinearHead],
-                   extra: Callable[[Path], None] | None = None) -> Path:
+                   extra: Callable[[Path], None] | None = None,
+                   gate: GreenGate | None = None) -> Path:
     """Write calibration/<meta.version>/ atomically; `extra(tmpdir)` may add the report files.
 
     Returns the final directory. The temporary directory is removed if anything fails, so
@@ -130,6 +133,8 @@ def write_artifact(directory: str | Path, meta: ArtifactMeta, heads: dict[str, L
         for name, head in heads.items():
             arrays.update({f"{name}.mean": head.mean, f"{name}.scale": head.scale,
                            f"{name}.coef": head.coef, f"{name}.intercept": head.intercept})
+        if gate is not None:
+            arrays.update({f"gate.{part}": a for part, a in gate.arrays.items()})
         with (tmp / HEADS_FILE).open("wb") as handle:
             np.savez(handle, **arrays)
             handle.flush()
@@ -177,8 +182,10 @@ def read_meta(path: str | Path) -> ArtifactMeta:
         if q.method == "head_all" and not q.head.inputs:  # type: ignore[union-attr]
             raise ArtifactError(f"{file}: question {name!r}: head_all without inputs")
     t = meta.thresholds
-    for label, value in [("green", t.green), ("red", t.red), *t.flags.items(),
-                         *t.yellow_flags.items()]:
+    # green may sit just above 1.0: "no P(green) passes" (thresholds.above_all)
+    if not 0.0 <= t.green <= 1.0 + 1e-9:
+        raise ArtifactError(f"{file}: threshold green must be in [0, 1], got {t.green}")
+    for label, value in [("red", t.red), *t.flags.items(), *t.yellow_flags.items()]:
         if not 0.0 <= value <= 1.0:
             raise ArtifactError(f"{file}: threshold {label} must be in [0, 1], got {value}")
     return meta
@@ -186,12 +193,19 @@ def read_meta(path: str | Path) -> ArtifactMeta:
 
 def read_artifact(path: str | Path) -> tuple[ArtifactMeta, dict[str, LinearHead]]:
     """Metadata and heads of one artifact directory; ArtifactError if anything is off."""
+    meta, heads, _gate = read_artifact_with_gate(path)
+    return meta, heads
+
+
+def read_artifact_with_gate(path: str | Path
+                            ) -> tuple[ArtifactMeta, dict[str, LinearHead], GreenGate | None]:
+    """Metadata, heads and green gate of one artifact directory; ArtifactError if anything is off."""
     root = Path(path)
     meta = read_meta(root)
     heads: dict[str, LinearHead] = {}
     needed = {name: q for name, q in meta.questions.items() if q.method in HEADS}
-    if not needed:
-        return meta, heads
+    if not needed and meta.gate is None:
+        return meta, heads, None
     file = root / HEADS_FILE
     try:
         # Our own handle: np.load leaks the one it opens when a truncated zip fails to parse.
@@ -214,10 +228,19 @@ def read_artifact(path: str | Path) -> tuple[ArtifactMeta, dict[str, LinearHead]
                                 f" artifact.json says {len(q.options)} options, dim "
                                 f"{q.head.dim}")  # type: ignore[union-attr]
         heads[name] = head
-    return meta, heads
+    gate = None
+    if meta.gate is not None:
+        try:
+            gate = GreenGate(meta.gate, *(arrays[f"gate.{part}"] for part in GATE_ARRAYS))
+        except KeyError as exc:
+            raise ArtifactError(f"{file}: green gate: missing array {exc}") from None
+        except ValueError as exc:
+            raise ArtifactError(f"{file}: green gate: {exc}") from None
+    return meta, heads, gate
 
 
-def calibrator_from(meta: ArtifactMeta, heads: dict[str, LinearHead], path: str = "") -> Calibrator:
+def calibrator_from(meta: ArtifactMeta, heads: dict[str, LinearHead], path: str = "",
+                    gate: GreenGate | None = None) -> Calibrator:
     models: dict[str, QuestionModel] = {}
     for name, q in meta.questions.items():
         scaling = None
@@ -238,7 +261,7 @@ def calibrator_from(meta: ArtifactMeta, heads: dict[str, LinearHead], path: str 
     ece = {name: q.ece_after for name, q in meta.questions.items() if q.ece_after is not None}
     return Calibrator(meta.version, models, thresholds, model_sha=meta.model.sha256,
                       prompt_sha=meta.prompt_sha, created_at=meta.created_at, ece=ece,
-                      path=path)
+                      path=path, gate=gate)
 
 
 def load_artifact(path: str | Path) -> Calibrator:
@@ -250,5 +273,5 @@ def load_artifact(path: str | Path) -> Calibrator:
     root = Path(path)
     if root.name == ARTIFACT_FILE:
         root = root.parent
-    meta, heads = read_artifact(root)
-    return calibrator_from(meta, heads, str(root))
+    meta, heads, gate = read_artifact_with_gate(root)
+    return calibrator_from(meta, heads, str(root), gate)

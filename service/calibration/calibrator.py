@@ -15,6 +15,7 @@ import numpy as np
 
 from service.calibration.heads import LinearHead
 from service.calibration.maths import Scaling, softmax
+from service.calibration.ood import GreenGate
 from service.l2.decision import Thresholds
 from service.results import Answer
 
@@ -104,7 +105,8 @@ class Calibrator:
 
     def __init__(self, version: str, models: Mapping[str, QuestionModel], thresholds: Thresholds,
                  *, model_sha: str = "", prompt_sha: str = "", created_at: float = 0.0,
-                 ece: Mapping[str, float] | None = None, path: str = "") -> None:
+                 ece: Mapping[str, float] | None = None, path: str = "",
+                 gate: GreenGate | None = None) -> None:
         self.version = version
         self.models = dict(models)
         self.thresholds = thresholds
@@ -113,6 +115,7 @@ class Calibrator:
         self.created_at = created_at
         self.ece = dict(ece or {})
         self.path = path
+        self.gate = gate
 
     def __repr__(self) -> str:
         return f"Calibrator({self.version!r}, questions={sorted(self.models)})"
@@ -126,7 +129,13 @@ class Calibrator:
                 names.update(model.inputs)
             elif model.method == "head":
                 names.add(name)
+        if self.gate is not None:
+            names.update(self.gate.info.inputs)
         return frozenset(names)
+
+    def green_gate(self, features: Mapping[str, np.ndarray]) -> tuple[bool, float | None] | None:
+        """(green allowed, distance to the labelled greens), or None without a gate."""
+        return self.gate.check(features) if self.gate is not None else None
 
     def apply(self, answers: dict[str, Answer],
               features: Mapping[str, np.ndarray]) -> dict[str, Answer]:

@@ -34,6 +34,7 @@ from service.calibration.maths import (
     softmax,
     stratified_folds,
 )
+from service.calibration.ood import GreenGate, fit_gate, fitted_distances
 from service.calibration.thresholds import (
     DEFAULT_GRID,
     RED,
@@ -67,13 +68,17 @@ class FitConfig(msgspec.Struct, frozen=True, kw_only=True):
     methods: tuple[Method, ...] = METHODS
     cs: tuple[float, ...] = DEFAULT_CS
     head_folds: int = 3  # inner folds choosing C when a head is fitted alone (fit_head)
-    green_floor: float = 0.8  # the default green threshold: kept unless the data justify less
-    green_margin: float = 0.02
-    justify_max_rate: float = 0.01  # false-green rate bound needed to go under the floor
+    green_margin: float = 0.02  # yellow-flag thresholds: above every green ticket's P(yes)
+    max_false_green_rate: float = 0.01  # the bound the green threshold must certify
+    confidence: float = 0.95
     red_target: float = 0.9
     grid: tuple[float, ...] = DEFAULT_GRID
     yellow_flags: dict[str, float] = msgspec.field(
         default_factory=lambda: dict(Thresholds().yellow_flags))
+    # The green gate (service.calibration.ood): off when the dataset carries no gate inputs.
+    gate_dims: int = 32
+    gate_k: int = 5
+    gate_quantile: float = 0.95
 
 
 @dataclass
@@ -133,6 +138,8 @@ class Dataset:
     # (yellow when the output was malformed), else -1. Serving never calibrates these.
     risk_generated: np.ndarray
     blocked: np.ndarray  # (n,) something other than the risk thresholds forbids green
+    gate_x: np.ndarray | None = None  # (n, d) the green gate's inputs; NaN rows where missing
+    gate_inputs: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -143,7 +150,8 @@ class Dataset:
         return Dataset([self.ids[i] for i in idx],
                        {q: d.subset(idx, sub if d.shared is not None else None)
                         for q, d in self.questions.items()},
-                       self.risk_generated[idx], self.blocked[idx])
+                       self.risk_generated[idx], self.blocked[idx],
+                       None if self.gate_x is None else self.gate_x[idx], self.gate_inputs)
 
     def strata(self) -> np.ndarray:
         """Fold stratification key: the risk label and the first red flag, so that the rare
@@ -174,6 +182,8 @@ class FitResult:
     yellow: dict[str, YellowFlagChoice]
     selection: LevelSummary  # on the out-of-fold probabilities the thresholds were chosen on
     probs: dict[str, np.ndarray]  # out-of-fold probabilities as served (raw when skipped)
+    gate: GreenGate | None = None
+    gate_blocked: np.ndarray | None = None  # (n,) the gate holds the ticket back from green
 
 
 def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfig,
@@ -338,8 +348,37 @@ def served_probs(data: Dataset, fits: dict[str, QuestionFit]) -> dict[str, np.nd
     return {q: (fits[q].oof if q in fits else raw_probs(d)) for q, d in data.questions.items()}
 
 
+def fit_green_gate(data: Dataset, cfg: FitConfig) -> tuple[GreenGate | None, np.ndarray]:
+    """The gate on the labelled tickets with gate inputs, and which of them it holds back
+    (greens measured without themselves). No gate inputs: no gate, nothing held back."""
+    n = len(data)
+    if data.gate_x is None:
+        return None, np.zeros(n, dtype=bool)
+    truth = data.questions["risk"].labels
+    ok = np.all(np.isfinite(data.gate_x), axis=1) & (truth >= 0)
+    green = truth[ok] == 0
+    gate = fit_gate(data.gate_x[ok], green, list(data.gate_inputs), dims=cfg.gate_dims,
+                    k=cfg.gate_k, quantile=cfg.gate_quantile)
+    blocked = np.ones(n, dtype=bool)  # a ticket the gate cannot measure is never green
+    blocked[ok] = fitted_distances(gate, data.gate_x[ok], green) > gate.info.threshold
+    return gate, blocked
+
+
+def gate_blocks(gate: GreenGate | None, data: Dataset) -> np.ndarray:
+    """Which tickets of `data` (not fitted on) the gate holds back from green."""
+    n = len(data)
+    if gate is None or data.gate_x is None:
+        return np.zeros(n, dtype=bool)
+    blocked = np.ones(n, dtype=bool)
+    ok = np.all(np.isfinite(data.gate_x), axis=1)
+    if ok.any():
+        blocked[ok] = gate.distances(data.gate_x[ok]) > gate.info.threshold
+    return blocked
+
+
 def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
-                 yellow_flags: dict[str, float]) -> tuple[np.ndarray, ...]:
+                 yellow_flags: dict[str, float],
+                 gate_blocked: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """p_green, p_red, p_flags, blocked and a validity mask, with generated risk folded in the
     way service.l2.decision treats it (red believed, anything else yellow, never green)."""
     risk = probs["risk"]
@@ -348,6 +387,8 @@ def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
     p_red = np.where(gen >= 0, (gen == 2).astype(float), risk[:, 2])
     p_flags = {f: probs[f][:, 0] for f in RED_FLAGS if f in probs}  # options (yes, no)
     blocked = data.blocked | (gen >= 0)
+    if gate_blocked is not None:
+        blocked = blocked | gate_blocked
     for f in yellow_flags:
         if f in probs:
             blocked = blocked | (np.nan_to_num(probs[f][:, 0], nan=1.0) >= yellow_flags[f])
@@ -394,14 +435,18 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitRe
             yellow[f] = choose_yellow_flag(probs[f][ok, 0], truth[ok], default=default,
                                            margin=cfg.green_margin)
     yellow_flags = {**cfg.yellow_flags, **{f: c.threshold for f, c in yellow.items()}}
-    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, yellow_flags)
-    # Thresholds are chosen on tickets whose risk came from the logits path with a label.
+    gate, gate_blocked = fit_green_gate(data, cfg)
+    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, yellow_flags,
+                                                           gate_blocked)
+    # Thresholds are chosen on tickets whose risk came from the logits path with a label; the
+    # green threshold only on those nothing else holds back (they cannot be false greens).
     rows = valid & logits_path
     flag_labels = {f: np.where(data.questions[f].labels[rows] >= 0,
                                (data.questions[f].labels[rows] == 0).astype(int), -1)
                    for f in p_flags}
-    green = choose_green(p_green[rows], truth[rows], floor=cfg.green_floor,
-                         margin=cfg.green_margin, justify_max_rate=cfg.justify_max_rate)
+    open_rows = rows & ~blocked
+    green = choose_green(p_green[open_rows], truth[open_rows], max_rate=cfg.max_false_green_rate,
+                         confidence=cfg.confidence)
     red = choose_red(p_red[rows], {f: p[rows] for f, p in p_flags.items()}, truth[rows],
                      flag_labels, target=cfg.red_target, grid=cfg.grid)
     thresholds = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,
@@ -412,7 +457,7 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitRe
                        thresholds.flags, blocked)
     return FitResult(questions=fits, skipped=skipped, thresholds=thresholds, green=green,
                      red=red, yellow=yellow, selection=summarise(truth[graded], predicted[graded]),
-                     probs=probs)
+                     probs=probs, gate=gate, gate_blocked=gate_blocked)
 
 
 class QuestionReport(msgspec.Struct, frozen=True):
@@ -457,7 +502,8 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
         sub = data.subset(test)
         fold_probs = {q: p[test] for q, p in probs.items()}
         t = inner.thresholds
-        p_green, p_red, p_flags, blocked, valid = level_inputs(sub, fold_probs, t.yellow_flags)
+        p_green, p_red, p_flags, blocked, valid = level_inputs(sub, fold_probs, t.yellow_flags,
+                                                               gate_blocks(inner.gate, sub))
         lv = levels(p_green, p_red, p_flags, t.green, t.red, t.flags, blocked)
         predicted[test] = np.where(valid, lv, -1)
     return probs, predicted, chosen

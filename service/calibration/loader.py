@@ -21,7 +21,7 @@ from service.calibration.artifact import (
     ARTIFACT_FILE,
     ArtifactError,
     calibrator_from,
-    read_artifact,
+    read_artifact_with_gate,
     read_meta,
 )
 from service.calibration.calibrator import Calibrator
@@ -78,8 +78,8 @@ def load_latest(directory: str | Path, model_sha: str, prompt_sha: str) -> LoadO
                             artifact_model=meta.model.sha256[:12], running_model=model_sha[:12],
                             artifact_prompt=meta.prompt_sha[:12], running_prompt=prompt_sha[:12])
                 continue
-            meta, heads = read_artifact(path)
-            found = calibrator_from(meta, heads, str(path))
+            meta, heads, gate = read_artifact_with_gate(path)
+            found = calibrator_from(meta, heads, str(path), gate)
             break
         except ArtifactError as exc:
             if index == 0:

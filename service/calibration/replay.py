@@ -41,6 +41,34 @@ def replay_capture(n_layer: int) -> Capture:
     return Capture(pooled=(mid, late, n_layer - 2), answers=(mid, late))
 
 
+# Feature sets by name, resolved against the model's layers (`feature_names`): "answers" is
+# the final layer at every question's answer position, "answers@mid" the middle layer there,
+# "ticket@mid" / "ticket@late" / "ticket@last" a layer averaged over the ticket's tokens.
+FEATURE_SETS: tuple[str, ...] = ("answers", "answers@mid", "answers@late", "ticket@mid",
+                                 "ticket@late", "ticket@last")
+
+
+def feature_names(spec: str | tuple[str, ...], questions: Iterable[str], n_layer: int
+                  ) -> tuple[str, ...]:
+    """The hidden-state vector names (service.l2.decide.hidden_features) a spec stands for;
+    a spec is one name of FEATURE_SETS or several joined with '+'."""
+    capture = replay_capture(n_layer)
+    mid, late = capture.answers
+    last = capture.pooled[-1]
+    layer = {"mid": mid, "late": late, "last": last}
+    parts = spec.split("+") if isinstance(spec, str) else list(spec)
+    names: list[str] = []
+    for part in parts:
+        base, _, where = part.partition("@")
+        if part not in FEATURE_SETS:
+            raise ValueError(f"unknown feature set {part!r}; known: {', '.join(FEATURE_SETS)}")
+        if base == "answers":
+            names += [q if not where else f"{q}@l{layer[where]}" for q in questions]
+        else:
+            names.append(f"ticket@l{layer[where]}")
+    return tuple(names)
+
+
 @dataclass
 class Example:
     """One labelled ticket with its raw L2 answers and hidden states, whatever its source."""

@@ -1,8 +1,8 @@
 """Threshold choice on calibrated probabilities, in the policy's order of costs.
 
-1. green: the lowest P(green) threshold with zero false greens on the labelled set, plus a
-   safety margin, and never under the default floor unless there are enough non-green labels
-   for "zero observed false greens" to bound the true rate (rule of three);
+1. green: above every labelled non-green ticket's P(green), and, where the labels support it,
+   at a threshold whose exact upper confidence bound on the false-green rate among the
+   tickets answered automatically is under the configured rate (`choose_green`);
 2. red and red flags: among a grid of thresholds, those reaching the red-recall target with the
    fewest over-escalations (non-red tickets sent to red).
 
@@ -22,60 +22,105 @@ LEVELS = ("green", "yellow", "red")
 DEFAULT_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05..0.95
 
 
+# The thresholds at which the false-green bound is tested: fixed in advance, so that testing
+# all of them with a Bonferroni split of the error keeps the 95 % statement true for the one
+# chosen (a threshold picked after looking at the data would make the bound optimistic).
+BOUND_GRID: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+
+
 class GreenChoice(msgspec.Struct, frozen=True):
     threshold: float
-    zero_false_green: float  # max P(green) among non-green labels + margin, before the floor
+    rule: str  # "bound": the certified grid threshold; "zero_false_green": the conservative one
+    max_rate: float  # the false-green rate the bound must stay under (TRIAGE_MAX_FALSE_GREEN_RATE)
+    confidence: float
+    n: int  # tickets the threshold was chosen on
+    n_auto: int  # of them answered automatically at the threshold
+    false_greens: int  # of them labelled yellow or red
+    upper_bound: float  # one-sided Clopper-Pearson bound on the false-green rate among n_auto
     max_non_green: float  # the highest P(green) of a ticket labelled yellow or red
-    floor: float
-    floor_applied: bool
-    n_non_green: int
-    false_green_upper_95: float  # rule of three: 3 / n_non_green
+    greens_cleared: float  # share of the green-labelled tickets at or above the threshold
+    labels_needed: int  # labelled tickets (at today's mix) for the bound to hold; 0 if it does
     reason: str
 
 
-def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, floor: float = 0.8,
-                 margin: float = 0.02, justify_max_rate: float = 0.01) -> GreenChoice:
-    """Green threshold with zero false greens on (cross-validated) P(green).
+def false_green_upper(false_greens: int, n_auto: int, confidence: float = 0.95) -> float:
+    """One-sided exact (Clopper-Pearson) upper confidence bound on a binomial rate."""
+    from scipy.stats import beta
 
-    A ticket is green when P(green) >= threshold, so zero false greens needs a threshold above
-    every non-green ticket's P(green); `margin` is added on top for tickets not yet seen. The
-    red and flag rules can only take greens away, so this holds whatever they are set to.
+    if n_auto <= 0:
+        return 1.0
+    if false_greens >= n_auto:
+        return 1.0
+    return float(beta.ppf(confidence, false_greens + 1, n_auto - false_greens))
 
-    The floor (the hand-set default) is dropped only when the data justify it: with n non-green
-    labels and none above the threshold, the one-sided 95% upper bound on the false-green rate
-    is 3/n (rule of three); when 3/n <= justify_max_rate (n >= 300 at 1%) the data-derived
-    threshold stands even below the floor.
+
+def above_all(values: np.ndarray) -> float:
+    """The smallest float64 strictly greater than every value: a threshold (green iff
+    P >= threshold) that excludes all of them, also when one of them is exactly 1.0."""
+    top = float(np.max(values)) if len(values) else 0.0
+    return math.nextafter(top, math.inf)
+
+
+def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float = 0.01,
+                 confidence: float = 0.95, grid: tuple[float, ...] = BOUND_GRID
+                 ) -> GreenChoice:
+    """Green threshold on cross-validated P(green): no false green on these tickets, and a
+    stated bound on the false-green rate among the tickets answered automatically.
+
+    - zero_false_green: strictly above every non-green ticket's P(green) (`above_all`), so no
+      ticket it was chosen on is a false green, whatever the values (1.0 included).
+    - bound: the lowest threshold of the fixed `grid` whose one-sided Clopper-Pearson upper
+      bound on the false-green rate, at confidence 1 - (1 - confidence) / len(grid)
+      (Bonferroni over the grid), is at most `max_rate`. With that, "the false-green rate among
+      auto-answered tickets drawn like these is at most max_rate" holds with the stated
+      confidence, for the chosen threshold.
+    The threshold is the higher of the two when the bound holds somewhere on the grid;
+    otherwise the zero-false-green threshold stands alone (conservative) and `labels_needed`
+    says how many labelled tickets at today's mix would let it hold.
     """
-    p_green = np.asarray(p_green, dtype=np.float64)
-    true_level = np.asarray(true_level)
-    non_green = true_level != GREEN
-    n_non_green = int(non_green.sum())
-    top = float(p_green[non_green].max()) if n_non_green else 0.0
-    zero_fg = min(1.0, top + margin)
-    upper = 3.0 / n_non_green if n_non_green else 1.0
-    justified = upper <= justify_max_rate
-    if zero_fg >= floor:
-        threshold, applied = zero_fg, False
-        reason = (f"highest P(green) of a non-green ticket is {top:.3f}; +{margin} margin "
-                  f"= {zero_fg:.3f}, above the {floor} floor")
-    elif justified:
-        threshold, applied = zero_fg, False
-        reason = (f"highest P(green) of a non-green ticket is {top:.3f}; +{margin} margin "
-                  f"= {zero_fg:.3f}, below the {floor} floor, kept because {n_non_green} "
-                  f"non-green labels bound the false-green rate under {upper:.2%} "
-                  f"(rule of three, 95%)")
+    p = np.asarray(p_green, dtype=np.float64)
+    truth = np.asarray(true_level)
+    green = truth == GREEN
+    non_green = ~green
+    n, n_green = len(p), int(green.sum())
+    zero_fg = above_all(p[non_green])
+    per_test = 1.0 - (1.0 - confidence) / max(1, len(grid))
+
+    def at(t: float) -> tuple[int, int, float]:
+        auto = p >= t
+        n_auto, fg = int(auto.sum()), int((auto & non_green).sum())
+        return n_auto, fg, false_green_upper(fg, n_auto, per_test)
+
+    certified = [t for t in sorted(grid) if at(t)[2] <= max_rate]
+    if certified:
+        bound_t = certified[0]
+        threshold, rule = max(bound_t, zero_fg), "bound"
     else:
-        threshold, applied = floor, True
-        reason = (f"highest P(green) of a non-green ticket is {top:.3f}; +{margin} margin "
-                  f"= {zero_fg:.3f} would go below the {floor} floor, but {n_non_green} "
-                  f"non-green labels only bound the false-green rate under {upper:.1%} "
-                  f"(rule of three; {math.ceil(3 / justify_max_rate)} needed for "
-                  f"{justify_max_rate:.0%}): floor kept")
-    if top + margin > 1.0:
-        reason += "; a non-green ticket is this confident, so only P(green) = 1 passes"
-    return GreenChoice(threshold=float(threshold), zero_false_green=float(zero_fg),
-                       max_non_green=top, floor=floor, floor_applied=applied,
-                       n_non_green=n_non_green, false_green_upper_95=float(upper), reason=reason)
+        bound_t, threshold, rule = None, zero_fg, "zero_false_green"
+    n_auto, fg, _ = at(threshold)
+    upper = false_green_upper(fg, n_auto, per_test)
+    cleared = float((p[green] >= threshold).mean()) if n_green else 0.0
+    # k = 0 needs n_auto >= ln(1 / (1 - per_test)) / max_rate; scale today's auto share up.
+    need_auto = math.ceil(math.log(1.0 / (1.0 - per_test)) / max_rate)
+    auto_share = n_auto / n if n else 0.0
+    labels_needed = 0 if rule == "bound" else (
+        math.ceil(need_auto / auto_share) if auto_share > 0 else -1)
+    top = float(p[non_green].max()) if non_green.any() else 0.0
+    if rule == "bound":
+        reason = (f"bound holds from {bound_t} on the grid {list(grid)}; threshold "
+                  f"{threshold:.4f} (also above every non-green P(green), max {top:.4f}): "
+                  f"{n_auto} of {n} answered automatically, {fg} false, upper bound "
+                  f"{upper:.2%} <= {max_rate:.2%} at {confidence:.0%} (Bonferroni over the grid)")
+    else:
+        reason = (f"no grid threshold bounds the false-green rate under {max_rate:.2%} at "
+                  f"{confidence:.0%}; conservative threshold {threshold:.4f} just above the "
+                  f"highest non-green P(green) ({top:.4f}): {n_auto} of {n} answered "
+                  f"automatically, 0 false; about {labels_needed} labelled tickets at this mix "
+                  f"would be needed for the bound ({need_auto} auto-answered without a false green)")
+    return GreenChoice(threshold=float(threshold), rule=rule, max_rate=max_rate,
+                       confidence=confidence, n=n, n_auto=n_auto, false_greens=fg,
+                       upper_bound=upper, max_non_green=top, greens_cleared=cleared,
+                       labels_needed=labels_needed, reason=reason)
 
 
 class YellowFlagChoice(msgspec.Struct, frozen=True):

@@ -328,8 +328,8 @@ def threshold_study(rows: list[dict]) -> dict[str, Any]:
     if not len(truth):
         return {"chosen": None, "reason": "no tune-half ticket was read on logits"}
     cfg = FitConfig()
-    green = choose_green(p_green, truth, floor=cfg.green_floor, margin=cfg.green_margin,
-                         justify_max_rate=cfg.justify_max_rate)
+    green = choose_green(p_green, truth, max_rate=cfg.max_false_green_rate,
+                         confidence=cfg.confidence)
     red = choose_red(p_red, p_flags, truth, target=cfg.red_target, grid=cfg.grid)
     chosen = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,
                                      flags={**Thresholds().flags, **red.flags})

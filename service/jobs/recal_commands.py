@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+from service.calibration.replay import FEATURE_SETS
+from service.jobs.recalibrate import DEFAULT_FEATURES, DEFAULT_GATE
+from service.progress import add_quiet_argument
+from service.progress import progress as progress_bar
 
 
 def _positive(minimum: int):
@@ -47,11 +53,19 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         corpus = DEFAULT_CORPUS if Path(DEFAULT_CORPUS).exists() else ""
     opts = Options(from_file=args.from_file, out=args.out, folds=args.folds,
                    min_per_class=min_per_class, corpus=corpus or None, seed=args.seed,
-                   cache_dir=args.cache_dir, command=command_line())
+                   cache_dir=args.cache_dir, command=command_line(), features=args.features,
+                   gate=None if args.gate == "none" else args.gate)
+    bars: dict[str, Any] = {}
 
     def progress(done: int, total: int, ticket: str) -> None:
-        if done == total or done % 10 == 0:
-            print(f"  replayed {done}/{total} ({ticket})", file=sys.stderr, flush=True)
+        bar = bars.get("replay")
+        if bar is None or bar.total != total or bar.n > done:
+            if bar is not None:
+                bar.close()
+            bar = bars["replay"] = progress_bar(total=total, desc="replay", unit="ticket",
+                                                quiet=args.quiet)
+        bar.update(done - bar.n)
+        bar.set_postfix_str(ticket)
 
     out = args.out or settings.calibration_dir
     try:
@@ -88,9 +102,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(zero false greens, then red recall 0.9), and writes a versioned artifact "
                     "with its report. Workers load it without a restart. Refuses (writing "
                     "nothing) when there are too few labels or the fit is degenerate.")
-    parser.add_argument("--from-file", metavar="FILE.jsonl",
+    parser.add_argument("--from-file", metavar="FILE.jsonl", action="append",
                         help="labelled JSONL (risk policy format) replayed through the model, "
-                             "instead of the decisions stream and the corpus")
+                             "instead of the decisions stream and the corpus; repeat it to "
+                             "join several sources (each named after its file)")
+    parser.add_argument("--features", default=DEFAULT_FEATURES, metavar="SPEC",
+                        help="hidden-state features the heads read: names of "
+                             f"{', '.join(FEATURE_SETS)} joined by '+' "
+                             f"(default {DEFAULT_FEATURES})")
+    parser.add_argument("--gate", default=DEFAULT_GATE, metavar="SPEC",
+                        help="the green gate's features, or 'none' for no gate "
+                             f"(default {DEFAULT_GATE})")
+    add_quiet_argument(parser)
     parser.add_argument("--out", metavar="DIR",
                         help="artifact directory (default TRIAGE_CALIBRATION_DIR)")
     parser.add_argument("--folds", metavar="K", type=_positive(2), default=5,

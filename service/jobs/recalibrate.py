@@ -44,6 +44,7 @@ from service.calibration.fit import (
 from service.calibration.replay import (
     Example,
     ReplayCache,
+    feature_names,
     labels_from_decision,
     replay,
     replay_capture,
@@ -155,8 +156,29 @@ def merge(primary: list[Example], secondary: list[Example]) -> list[Example]:
 
 
 # ------------------------------------------------------------------------------ dataset
-def build_dataset(examples: list[Example], questions: dict[str, Any]) -> Dataset:
-    """Arrays per question from the examples; `questions` maps name -> service.l2 Question."""
+def _stack(examples: list[Example], names: tuple[str, ...]) -> np.ndarray | None:
+    """(n, sum of dims) of the named vectors side by side; NaN rows where one is missing."""
+    if not names:
+        return None
+    dims = {}
+    for q in names:
+        sizes = [len(e.features[q]) for e in examples if q in e.features]
+        if not sizes:
+            return None
+        dims[q] = max(sizes)
+    out = np.full((len(examples), sum(dims.values())), np.nan)
+    for i, e in enumerate(examples):
+        if all(q in e.features and len(e.features[q]) == dims[q] for q in names):
+            out[i] = np.concatenate([e.features[q] for q in names])
+    return out
+
+
+def build_dataset(examples: list[Example], questions: dict[str, Any],
+                  head_inputs: tuple[str, ...] | None = None,
+                  gate_inputs: tuple[str, ...] = ()) -> Dataset:
+    """Arrays per question from the examples; `questions` maps name -> service.l2 Question.
+    `head_inputs`: the vectors a head_all reads side by side (default: every question's final
+    hidden state, in prompt order); `gate_inputs`: the green gate's (none: no gate)."""
     n = len(examples)
     data: dict[str, QuestionData] = {}
     for name in CALIBRATED + ("instructions",):
@@ -178,14 +200,10 @@ def build_dataset(examples: list[Example], questions: dict[str, Any]) -> Dataset
                 feats[i] = e.features[name]
             labels[i] = label_index(options, e.labels.get(name))
         data[name] = QuestionData(questions[name].kind, options, logits, labels, feats)
-    # Every question's hidden state side by side, in prompt order, for heads on all positions.
-    inputs = tuple(q for q in questions if any(q in e.features for e in examples))
-    dims = {q: max(len(e.features[q]) for e in examples if q in e.features) for q in inputs}
-    shared = np.full((n, sum(dims.values())), np.nan) if inputs else None
-    for i, e in enumerate(examples):
-        if shared is not None and all(q in e.features and len(e.features[q]) == dims[q]
-                                      for q in inputs):
-            shared[i] = np.concatenate([e.features[q] for q in inputs])
+    if head_inputs is None:
+        head_inputs = tuple(q for q in questions if any(q in e.features for e in examples))
+    inputs = head_inputs
+    shared = _stack(examples, inputs)
     for d in data.values():
         d.shared, d.shared_inputs = shared, inputs
     risk_generated = np.full(n, -1, dtype=np.int64)
@@ -197,13 +215,22 @@ def build_dataset(examples: list[Example], questions: dict[str, Any]) -> Dataset
             risk_generated[i] = LEVELS.index(risk.chosen) if risk.chosen in LEVELS else 1
     blocked = np.array([e.truncated for e in examples], dtype=bool)
     return Dataset(ids=[e.id for e in examples], questions=data, risk_generated=risk_generated,
-                   blocked=blocked)
+                   blocked=blocked, gate_x=_stack(examples, gate_inputs),
+                   gate_inputs=tuple(gate_inputs))
 
 
 # ------------------------------------------------------------------------------ the run
+# The features the heads read and the green gate's, chosen by `triage study features`
+# (docs/results.md, "Features"): names of service.calibration.replay.FEATURE_SETS.
+DEFAULT_FEATURES = "answers+ticket@mid"
+DEFAULT_GATE = "ticket@mid"
+
+
 @dataclass
 class Options:
-    from_file: str | None = None
+    from_file: str | list[str] | None = None  # one labelled file or several (sources)
+    features: str = DEFAULT_FEATURES
+    gate: str | None = DEFAULT_GATE  # None: no green gate
     out: str | None = None  # default settings.calibration_dir
     folds: int = 5
     min_per_class: int = 15
@@ -240,8 +267,13 @@ def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: 
                         model_sha, prompt_sha, mode, capture)
     skipped: Counter = Counter()
     if opts.from_file:
-        examples, skipped = replay(read_labelled(opts.from_file), "file", cache, classifier,
-                                   progress=progress)
+        files = [opts.from_file] if isinstance(opts.from_file, str) else list(opts.from_file)
+        examples = []
+        for file in files:
+            got, missed = replay(read_labelled(file), Path(file).stem, cache, classifier,
+                                 progress=progress)
+            examples = merge(examples, got)
+            skipped.update(missed)
     else:
         client = redis_client
         if client is None:  # before the replay: no Redis should not cost a model load
@@ -292,6 +324,7 @@ def build_meta(calibration: Calibration, data: Dataset, *, version: str, created
         questions=questions, skipped=final.skipped, label_counts=counts, n_tickets=len(data),
         sources=sources, folds=cfg.folds, seed=cfg.seed, min_per_class=cfg.min_per_class,
         green=final.green, red=final.red, yellow=final.yellow,
+        gate=final.gate.info if final.gate is not None else None,
         evaluation=Evaluation(nested=calibration.nested, selection=final.selection,
                               raw_default=calibration.raw_default),
         machine=machine_summary(), elapsed_s=round(elapsed_s, 1))
@@ -300,14 +333,15 @@ def build_meta(calibration: Calibration, data: Dataset, *, version: str, created
 def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: str | Path, *,
                   cfg: FitConfig, model: ModelInfo, prompt_sha: str, rules: str, command: str,
                   sources: dict[str, int], skipped: Counter | None = None,
-                  started: float | None = None) -> Outcome:
+                  started: float | None = None, head_inputs: tuple[str, ...] | None = None,
+                  gate_inputs: tuple[str, ...] = ()) -> Outcome:
     """Fit, then write the artifact and its report atomically. Raises Refused, writing nothing."""
     from service.calibration.report import write_report
 
     started = time.time() if started is None else started
     if not examples:
         raise Refused("no labelled tickets to fit on")
-    data = build_dataset(examples, questions)
+    data = build_dataset(examples, questions, head_inputs, gate_inputs)
     calibration = calibrate(data, cfg)
     created_at = time.time()
     draft = build_meta(calibration, data, version="", created_at=created_at, command=command,
@@ -319,7 +353,8 @@ def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: s
              if f.model.head is not None}
     path = write_artifact(out_dir, meta, heads,  # type: ignore[arg-type]
                           extra=lambda tmp: write_report(tmp, meta, calibration, data,
-                                                         dict(skipped or {})))
+                                                         dict(skipped or {})),
+                          gate=calibration.final.gate)
     log.info("recalibrate_written", path=str(path), version=version,
              methods={q: e.method for q, e in meta.questions.items()},
              thresholds=msgspec.to_builtins(meta.thresholds))
@@ -340,7 +375,7 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
     if not model_path.exists():
         raise RecalibrateError(f"{model_path}: model file not found (triage fetch-model)")
     model = ModelInfo(name=model_path.name, sha256=model_sha256(model_path))
-    capture = replay_capture(model_layers(model_path))
+    capture = replay_capture(model_layers(model_path))  # every candidate: the cache is shared
 
     def default_classifier() -> Any:
         from service.l2 import Classifier
@@ -348,7 +383,12 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
         # Uncalibrated on purpose: the maps are fitted on raw log-probs and hidden states.
         return Classifier.from_settings(settings, calibrator=None, capture=capture)
 
-    cfg = FitConfig(folds=opts.folds, seed=opts.seed, min_per_class=opts.min_per_class)
+    cfg = FitConfig(folds=opts.folds, seed=opts.seed, min_per_class=opts.min_per_class,
+                    max_false_green_rate=settings.max_false_green_rate)
+    n_layer = model_layers(model_path)
+    names = [q for q in prompts.questions]
+    head_inputs = feature_names(opts.features, names, n_layer)
+    gate_inputs = feature_names(opts.gate, names, n_layer) if opts.gate else ()
     log.info("recalibrate_started", source=opts.from_file or "decisions", corpus=opts.corpus,
              folds=opts.folds, min_per_class=opts.min_per_class, model=model.name,
              prompt_sha=prompts.sha[:12])
@@ -361,7 +401,8 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
         return fit_and_write(examples, prompts.questions, out_dir, cfg=cfg, model=model,
                              prompt_sha=prompts.sha, rules=rules_sha(settings),
                              command=opts.command, sources=sources, skipped=skipped,
-                             started=started)
+                             started=started, head_inputs=head_inputs,
+                             gate_inputs=gate_inputs)
     except Refused as exc:
         log.error("recalibrate_refused", reason=str(exc), out=str(out_dir))
         raise

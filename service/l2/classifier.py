@@ -166,7 +166,15 @@ class Classifier:
         thresholds = self.thresholds
         if d.calibrated and calibrator is not None and calibrator.thresholds is not None:
             thresholds = calibrator.thresholds
-        level, red_flags, why = decide_level(d.answers, thresholds, truncated=d.truncated)
+        unlike = None
+        if d.gate is not None and not d.gate[0]:
+            distance = "not measurable" if d.gate[1] is None else f"{d.gate[1]:.2f}"
+            unlike = f"unlike the labelled greens (gate distance {distance})"
+        level, red_flags, why = decide_level(d.answers, thresholds, truncated=d.truncated,
+                                             unlike_greens=unlike)
+        # The gate "blocked" a ticket when it is the only thing between it and green.
+        ood_blocked = bool(unlike) and level == "yellow" and decide_level(
+            d.answers, thresholds, truncated=d.truncated)[0] == "green"
         if d.method == "generated":
             level = max_level(level, "yellow")  # the fallback path is never green
         reason = why if not d.reason else f"{d.reason}; {why}"
@@ -179,7 +187,8 @@ class Classifier:
             urgency=urgency.mode if urgency is not None else None,
             team=self.prompts.team_for(answers["category"].chosen) if "category" in answers
             else None,
-            tokens_evaluated=d.tokens_evaluated, timings_ms=dict(d.timings), reason=reason)
+            tokens_evaluated=d.tokens_evaluated, timings_ms=dict(d.timings), reason=reason,
+            ood_distance=d.gate[1] if d.gate is not None else None, ood_blocked=ood_blocked)
 
     def close(self) -> None:
         self.runner.close()

@@ -47,6 +47,9 @@ class Calibrator(Protocol):
     def apply(self, answers: dict[str, Answer],
               features: dict[str, np.ndarray]) -> dict[str, Answer]: ...
 
+    def green_gate(self, features: dict[str, np.ndarray]
+                   ) -> tuple[bool, float | None] | None: ...
+
 
 @dataclass(frozen=True)
 class Fallback:
@@ -71,6 +74,9 @@ class Decided:
     truncated: bool = False
     reason: str | None = None
     error: str | None = None  # "timeout" or "error" when unavailable
+    # The calibration's green gate: (green allowed, distance to the labelled greens); None when
+    # the artifact has no gate or the answers were not calibrated.
+    gate: tuple[bool, float | None] | None = None
 
 
 def variant_names(name: str, question: Question) -> list[tuple[str, Question]]:
@@ -275,11 +281,12 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
                     answers.pop(n, None)  # no answer at all: the verdict falls to yellow
                 reason += f"; output malformed: {text[:80]!r}"
 
-    calibrated, version = False, None
+    calibrated, version, gate = False, None, None
     if calibrator is not None:
         try:
             logits_answers = {k: a for k, a in answers.items() if a.method == "logits"}
             answers.update(calibrator.apply(logits_answers, features))
+            gate = calibrator.green_gate(features)
             calibrated, version = True, calibrator.version
         except Exception as exc:  # a broken artifact must not stop triage: stay uncalibrated
             log.exception("l2_calibration_failed")
@@ -289,4 +296,4 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
                    calibration_version=version, tokens_evaluated=tokens, timings=timings,
                    features=features, variants=variants,
                    suffix_tokens={v: r.tokens for v, r in readouts.items()},
-                   truncated=truncated, reason=reason)
+                   truncated=truncated, reason=reason, gate=gate)

@@ -4,7 +4,8 @@ Order of the rules follows the policy's cost of errors (no false greens first, t
 1. any red flag with P(yes) >= its threshold -> red;
 2. P(red) >= red threshold -> red (risk is not argmax: a minority red is still red);
 3. green only if P(green) >= green threshold AND nothing blocks green (generated answers,
-   truncated ticket, an instruction attempt, a missing answer) -> otherwise yellow.
+   truncated ticket, an instruction attempt, a missing answer, a ticket unlike every labelled
+   green) -> otherwise yellow.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def p_yes(answer: Answer) -> float:
 
 
 def decide_level(answers: dict[str, Answer], thresholds: Thresholds, *,
-                 truncated: bool = False) -> tuple[Level, list[str], str]:
+                 truncated: bool = False, unlike_greens: str | None = None
+                 ) -> tuple[Level, list[str], str]:
     """(level, red flags raised, one-line reason) from the answers; fails closed to yellow."""
     red_flags = [flag for flag in RED_FLAGS
                  if flag in answers and p_yes(answers[flag]) >= thresholds.flags.get(flag, 0.5)]
@@ -69,6 +71,8 @@ def decide_level(answers: dict[str, Answer], thresholds: Thresholds, *,
             blockers.append(f"{flag} P(yes)={p_yes(answers[flag]):.2f}")
     if truncated:
         blockers.append("ticket truncated to fit the context")
+    if unlike_greens:
+        blockers.append(unlike_greens)
     if blockers:
         return "yellow", [], "not green: " + "; ".join(blockers)
     return "green", [], f"P(green)={p_green:.2f} >= {thresholds.green:.2f}"

@@ -1,0 +1,233 @@
+"""The measurements behind the calibration's choices: which hidden-state features the risk head
+reads, what the green gate costs and catches, how the service does on a source it was not
+tuned on, and how many labels automation takes (the learning curve).
+
+Each figure grades tickets the head, its threshold and its gate were not fitted on: thresholds
+come from out-of-fold probabilities on the training tickets, and the graded tickets belong to
+another source (or, for the learning curve, to a set never sampled for training). Offline only
+(scikit-learn through the heads); every input is a cached replay, so no model runs here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from service.calibration.heads import DEFAULT_CS, fit_head
+from service.calibration.maths import stratified_folds
+from service.calibration.ood import fit_gate, fitted_distances
+from service.calibration.replay import Example, feature_names
+from service.calibration.thresholds import GREEN, choose_green
+
+RISK = ("green", "yellow", "red")
+# C values a head of ~1,000 to 1,600 labels ends up choosing (the strong end of DEFAULT_CS):
+# fewer candidates keep the study and the nightly fit bounded.
+STUDY_CS: tuple[float, ...] = DEFAULT_CS[:5]
+
+
+@dataclass
+class Arrays:
+    ids: list[str]
+    x: np.ndarray
+    y: np.ndarray  # risk index
+    gate_x: np.ndarray | None
+    language: list[str]
+
+
+def arrays(examples: Iterable[Example], names: tuple[str, ...],
+           gate_names: tuple[str, ...] = ()) -> Arrays:
+    """Rows of the examples that carry a risk label and every named vector."""
+    ids, xs, ys, gs, langs = [], [], [], [], []
+    for e in examples:
+        risk = e.labels.get("risk")
+        if risk not in RISK or not all(n in e.features for n in names + gate_names):
+            continue
+        ids.append(e.id)
+        xs.append(np.concatenate([e.features[n] for n in names]))
+        if gate_names:
+            gs.append(np.concatenate([e.features[n] for n in gate_names]))
+        ys.append(RISK.index(risk))
+        langs.append(e.language)
+    return Arrays(ids, np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.int64),
+                  np.asarray(gs, dtype=np.float64) if gate_names else None, langs)
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Area under the ROC curve (Mann-Whitney), None without both classes."""
+    from scipy.stats import rankdata
+
+    pos = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    if not n_pos or not n_neg:
+        return None
+    ranks = rankdata(scores)
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+@dataclass
+class Fitted:
+    head: object
+    threshold: float
+    gate: object | None
+    green_choice: object
+    fit_s: float
+    train_gate_blocked: float  # share of training greens the gate holds back
+
+
+def fit_green(train: Arrays, *, folds: int = 5, seed: int = 0, cs: tuple[float, ...] = STUDY_CS,
+              max_rate: float = 0.01, gate_quantile: float | None = 0.95) -> Fitted:
+    """Risk head on every training row, its green threshold from out-of-fold P(green) (each
+    fold's head choosing C by its own inner folds), and the green gate."""
+    started = time.perf_counter()
+    oof = np.full(len(train.y), np.nan)
+    for tr, te in stratified_folds(train.y, folds, seed):
+        head = fit_head(train.x[tr], train.y[tr], 3, cs, 3, seed)
+        oof[te] = head.predict_proba(train.x[te])[:, GREEN]
+    head = fit_head(train.x, train.y, 3, cs, 3, seed)
+    gate, blocked = None, np.zeros(len(train.y), dtype=bool)
+    if gate_quantile is not None and train.gate_x is not None:
+        green = train.y == GREEN
+        gate = fit_gate(train.gate_x, green, [], quantile=gate_quantile)
+        blocked = fitted_distances(gate, train.gate_x, green) > gate.info.threshold
+    choice = choose_green(oof[~blocked], train.y[~blocked], max_rate=max_rate)
+    green = train.y == GREEN
+    return Fitted(head=head, threshold=choice.threshold, gate=gate, green_choice=choice,
+                  fit_s=time.perf_counter() - started,
+                  train_gate_blocked=float(blocked[green].mean()) if green.any() else 0.0)
+
+
+def grade(fitted: Fitted, graded: Arrays) -> dict:
+    """Risk-only green decisions on tickets the fit never saw: what a helpdesk gains and risks."""
+    p = fitted.head.predict_proba(graded.x)[:, GREEN]  # type: ignore[attr-defined]
+    green = graded.y == GREEN
+    over = p >= fitted.threshold
+    blocked = np.zeros(len(p), dtype=bool)
+    if fitted.gate is not None and graded.gate_x is not None:
+        blocked = fitted.gate.distances(graded.gate_x) > fitted.gate.info.threshold  # type: ignore[attr-defined]
+    auto = over & ~blocked
+    return {
+        "n": len(p), "greens": int(green.sum()),
+        "auc_green": auc(p, green),
+        "greens_cleared": float(auto[green].mean()) if green.any() else None,
+        "answered_automatically": float(auto.mean()) if len(p) else None,
+        "false_greens": int((auto & ~green).sum()),
+        "false_green_ids": [i for i, a, g in zip(graded.ids, auto, green, strict=True)
+                            if a and not g],
+        "false_greens_without_gate": int((over & ~green).sum()),
+        "blocked_by_gate": int((over & blocked).sum()),
+        "non_greens_blocked_by_gate": int((over & blocked & ~green).sum()),
+        "greens_blocked_by_gate": int((over & blocked & green).sum()),
+    }
+
+
+def feature_study(sources: dict[str, list[Example]], train: str, graded: list[str],
+                  specs: list[str], questions: list[str], n_layer: int,
+                  gate_spec: str | None) -> dict:
+    """Per feature set: fitted on `train`, graded on each of `graded` (no gate, then gated)."""
+    out: dict = {"train": train, "graded": graded, "gate": gate_spec, "sets": {}}
+    gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
+    for spec in specs:
+        names = feature_names(spec, questions, n_layer)
+        tr = arrays(sources[train], names, gate_names)
+        fitted = fit_green(tr, gate_quantile=0.95 if gate_spec else None)
+        row = {"dims": int(tr.x.shape[1]), "n_train": len(tr.y), "fit_s": round(fitted.fit_s, 1),
+               "threshold": fitted.threshold, "rule": fitted.green_choice.rule,
+               "train_greens_cleared_oof": fitted.green_choice.greens_cleared,
+               "train_gate_blocked": fitted.train_gate_blocked, "graded": {}}
+        for name in graded:
+            row["graded"][name] = grade(fitted, arrays(sources[name], names, gate_names))
+        out["sets"][spec] = row
+    return out
+
+
+def cross_source(sources: dict[str, list[Example]], spec: str, gate_spec: str | None,
+                 questions: list[str], n_layer: int) -> dict:
+    """Each source graded by a fit on all the others: the service on a style it was not tuned on."""
+    names = feature_names(spec, questions, n_layer)
+    gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
+    out: dict = {"features": spec, "gate": gate_spec, "held_out": {}}
+    for held in sources:
+        pool = [e for s, ex in sources.items() if s != held for e in ex]
+        fitted = fit_green(arrays(pool, names, gate_names),
+                           gate_quantile=0.95 if gate_spec else None)
+        result = grade(fitted, arrays(sources[held], names, gate_names))
+        result.update(threshold=fitted.threshold, rule=fitted.green_choice.rule,
+                      trained_on=[s for s in sources if s != held])
+        out["held_out"][held] = result
+    return out
+
+
+def learning_curve(pool: list[Example], graded: dict[str, list[Example]], spec: str,
+                   gate_spec: str | None, questions: list[str], n_layer: int,
+                   sizes: tuple[int, ...] = (50, 100, 200, 400, 800), repeats: int = 3,
+                   seed: int = 0) -> dict:
+    """Refit on random subsets of the pool (stratified by risk) and grade the other sets."""
+    names = feature_names(spec, questions, n_layer)
+    gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
+    full = arrays(pool, names, gate_names)
+    graded_arrays = {k: arrays(v, names, gate_names) for k, v in graded.items()}
+    rng = np.random.default_rng(seed)
+    points = []
+    for size in [s for s in sizes if s < len(full.y)] + [len(full.y)]:
+        for r in range(repeats if size < len(full.y) else 1):
+            idx = _stratified_sample(full.y, size, rng)
+            sub = Arrays([full.ids[i] for i in idx], full.x[idx], full.y[idx],
+                         None if full.gate_x is None else full.gate_x[idx],
+                         [full.language[i] for i in idx])
+            fitted = fit_green(sub, folds=3 if size < 200 else 5, seed=seed + r,
+                               gate_quantile=0.95 if gate_spec else None)
+            point = {"labels": size, "repeat": r, "fit_s": round(fitted.fit_s, 2),
+                     "threshold": fitted.threshold, "rule": fitted.green_choice.rule}
+            for name, arr in graded_arrays.items():
+                g = grade(fitted, arr)
+                point[name] = {k: g[k] for k in ("greens_cleared", "false_greens",
+                                                 "answered_automatically")}
+            points.append(point)
+    return {"features": spec, "gate": gate_spec, "pool": len(full.y), "points": points}
+
+
+def _stratified_sample(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    if size >= len(y):
+        return np.arange(len(y))
+    picked = []
+    for c in np.unique(y):
+        rows = np.flatnonzero(y == c)
+        take = max(2, round(size * len(rows) / len(y)))
+        picked.extend(rng.choice(rows, size=min(take, len(rows)), replace=False))
+    return np.asarray(sorted(picked))
+
+
+def plot_curve(report: dict, path: str) -> None:
+    """Greens cleared and false greens against the number of labels, one line per graded set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = report["points"]
+    graded = [k for k in points[0] if isinstance(points[0][k], dict)]
+    sizes = sorted({p["labels"] for p in points})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for name in graded:
+        cleared = [np.mean([p[name]["greens_cleared"] or 0 for p in points if p["labels"] == s])
+                   for s in sizes]
+        false = [np.mean([p[name]["false_greens"] for p in points if p["labels"] == s])
+                 for s in sizes]
+        ax1.plot(sizes, cleared, marker="o", label=name)
+        ax2.plot(sizes, false, marker="o", label=name)
+    for ax, title in ((ax1, "greens cleared (share)"), (ax2, "false greens (count)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("labelled tickets the heads were fitted on")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    ax1.set_ylim(0, 1)
+    fig.suptitle(f"Learning curve: features {report['features']}, gate {report['gate']}")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,115 @@
+"""`triage study`: the measurements behind the calibration's feature and gate choices, the
+cross-source grading and the learning curve (service.calibration.study), written as JSON and,
+for the curve, a PNG."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from service.progress import add_quiet_argument
+
+
+def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
+    """{source name: examples} for every --data NAME=FILE, replayed through the cache."""
+    from service.calibration.replay import ReplayCache, replay, replay_capture
+    from service.l2.classifier import DEFAULT_MODE, Classifier, bundled_model_path, model_sha256
+    from service.l2.prompts import load_prompts
+    from service.l2.runner import model_layers
+    from service.labelled import read_labelled
+    from service.progress import progress
+
+    path = bundled_model_path(settings)
+    n_layer = model_layers(path)
+    capture = replay_capture(n_layer)
+    prompts = load_prompts(settings.prompts_dir)
+    cache = ReplayCache(args.cache_dir or Path(settings.var_dir) / "calibration-cache",
+                        model_sha256(path), prompts.sha, DEFAULT_MODE, capture)
+    model = None
+
+    def factory():
+        nonlocal model
+        if model is None:
+            model = Classifier.from_settings(settings, calibrator=None, capture=capture)
+        return model
+
+    sources = {}
+    for item in args.data:
+        name, _, file = item.partition("=")
+        records = read_labelled(file)
+        with progress(total=len(records), desc=f"replay {name}", unit="ticket",
+                      quiet=args.quiet) as bar:
+            examples, _ = replay(records, name, cache, factory,
+                                 progress=lambda done, total, _id: bar.update(done - bar.n))
+        sources[name] = examples
+    return sources, list(prompts.questions), n_layer
+
+
+def _write(report: dict, out: str) -> None:
+    text = json.dumps(report, indent=2, sort_keys=False) + "\n"
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+        print(f"wrote {out}", file=sys.stderr)
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from service.calibration import study
+    from service.calibration.fit import single_thread_blas
+    from service.calibration.replay import FEATURE_SETS
+    from service.logs import configure_logging
+    from service.settings import settings_or_exit
+
+    settings = settings_or_exit("triage study")
+    configure_logging(settings.log_level)
+    sources, questions, n_layer = _sources(args, settings)
+    gate = None if args.gate == "none" else args.gate
+    with single_thread_blas():
+        if args.what == "features":
+            specs = args.features or list(FEATURE_SETS)
+            report = study.feature_study(sources, args.train, [s for s in sources
+                                                               if s != args.train],
+                                         specs, questions, n_layer, gate)
+        elif args.what == "sources":
+            report = study.cross_source(sources, args.features[0] if args.features
+                                        else "answers", gate, questions, n_layer)
+        else:
+            pool = [e for name in args.train.split("+") for e in sources[name]]
+            graded = {k: v for k, v in sources.items() if k not in args.train.split("+")}
+            report = study.learning_curve(pool, graded, args.features[0] if args.features
+                                          else "answers", gate, questions, n_layer,
+                                          repeats=args.repeats)
+            if args.plot:
+                study.plot_curve(report, args.plot)
+    report["sources"] = {k: len(v) for k, v in sources.items()}
+    _write(report, args.json)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "study", help="measure feature sets, the green gate, cross-source grading, learning curve",
+        description="Offline measurements on replayed labelled files (cached; the model runs only "
+                    "for texts not replayed yet). Every figure grades tickets the head, its "
+                    "threshold and its gate were not fitted on.")
+    parser.add_argument("what", choices=["features", "sources", "curve"],
+                        help="features: each feature set fitted on --train, graded on the other "
+                             "sources; sources: each source graded by a fit on all the others; "
+                             "curve: refits on growing subsets of --train, graded on the others")
+    parser.add_argument("--data", action="append", required=True, metavar="NAME=FILE.jsonl",
+                        help="a labelled source (repeat)")
+    parser.add_argument("--train", default="train", help="source(s) to fit on, joined by '+'")
+    parser.add_argument("--features", action="append", metavar="SPEC",
+                        help="feature set(s) to measure (default: all; curve/sources: the first)")
+    parser.add_argument("--gate", default="ticket@mid", metavar="SPEC",
+                        help="the green gate's features, or 'none'")
+    parser.add_argument("--repeats", type=int, default=3, help="curve: subsets per size")
+    parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
+    parser.add_argument("--cache-dir", metavar="DIR", default=None)
+    parser.add_argument("--json", required=True, metavar="OUT.json", help="'-' for stdout")
+    add_quiet_argument(parser)
+    parser.set_defaults(func=cmd_study)
