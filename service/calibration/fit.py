@@ -68,7 +68,8 @@ class FitConfig(msgspec.Struct, frozen=True, kw_only=True):
     methods: tuple[Method, ...] = METHODS
     cs: tuple[float, ...] = DEFAULT_CS
     head_folds: int = 3  # inner folds choosing C when a head is fitted alone (fit_head)
-    green_margin: float = 0.02  # yellow-flag thresholds: above every green ticket's P(yes)
+    green_floor: float = 0.8  # the conservative green threshold when no rate can be bounded
+    green_margin: float = 0.02
     max_false_green_rate: float = 0.01  # the bound the green threshold must certify
     confidence: float = 0.95
     red_target: float = 0.9
@@ -446,7 +447,7 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitRe
                    for f in p_flags}
     open_rows = rows & ~blocked
     green = choose_green(p_green[open_rows], truth[open_rows], max_rate=cfg.max_false_green_rate,
-                         confidence=cfg.confidence)
+                         confidence=cfg.confidence, floor=cfg.green_floor, margin=cfg.green_margin)
     red = choose_red(p_red[rows], {f: p[rows] for f, p in p_flags.items()}, truth[rows],
                      flag_labels, target=cfg.red_target, grid=cfg.grid)
     thresholds = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,

@@ -62,8 +62,8 @@ def above_all(values: np.ndarray) -> float:
 
 
 def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float = 0.01,
-                 confidence: float = 0.95, grid: tuple[float, ...] = BOUND_GRID
-                 ) -> GreenChoice:
+                 confidence: float = 0.95, grid: tuple[float, ...] = BOUND_GRID,
+                 floor: float = 0.8, margin: float = 0.02) -> GreenChoice:
     """Green threshold on cross-validated P(green): no false green on these tickets, and a
     stated bound on the false-green rate among the tickets answered automatically.
 
@@ -74,9 +74,10 @@ def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float
       (Bonferroni over the grid), is at most `max_rate`. With that, "the false-green rate among
       auto-answered tickets drawn like these is at most max_rate" holds with the stated
       confidence, for the chosen threshold.
-    The threshold is the higher of the two when the bound holds somewhere on the grid;
-    otherwise the zero-false-green threshold stands alone (conservative) and `labels_needed`
-    says how many labelled tickets at today's mix would let it hold.
+    The threshold is the higher of the two when the bound holds somewhere on the grid.
+    Otherwise the labels cannot vouch for any rate, and the conservative rule stands: the
+    zero-false-green threshold plus `margin`, never under `floor`; `labels_needed` says how
+    many labelled tickets at today's mix would let the bound hold.
     """
     p = np.asarray(p_green, dtype=np.float64)
     truth = np.asarray(true_level)
@@ -96,12 +97,13 @@ def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float
         bound_t = certified[0]
         threshold, rule = max(bound_t, zero_fg), "bound"
     else:
-        bound_t, threshold, rule = None, zero_fg, "zero_false_green"
+        bound_t, rule = None, "zero_false_green"
+        threshold = max(floor, zero_fg + margin) if zero_fg + margin <= 1.0 else zero_fg
     n_auto, fg, _ = at(threshold)
     upper = false_green_upper(fg, n_auto, per_test)
     cleared = float((p[green] >= threshold).mean()) if n_green else 0.0
-    # k = 0 needs n_auto >= ln(1 / (1 - per_test)) / max_rate; scale today's auto share up.
-    need_auto = math.ceil(math.log(1.0 / (1.0 - per_test)) / max_rate)
+    # k = 0 holds once (1 - max_rate)^n_auto <= 1 - per_test; scale today's auto share up.
+    need_auto = math.ceil(math.log(1.0 - per_test) / math.log(1.0 - max_rate))
     auto_share = n_auto / n if n else 0.0
     labels_needed = 0 if rule == "bound" else (
         math.ceil(need_auto / auto_share) if auto_share > 0 else -1)
@@ -113,8 +115,8 @@ def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float
                   f"{upper:.2%} <= {max_rate:.2%} at {confidence:.0%} (Bonferroni over the grid)")
     else:
         reason = (f"no grid threshold bounds the false-green rate under {max_rate:.2%} at "
-                  f"{confidence:.0%}; conservative threshold {threshold:.4f} just above the "
-                  f"highest non-green P(green) ({top:.4f}): {n_auto} of {n} answered "
+                  f"{confidence:.0%}; conservative threshold {threshold:.4f} (highest non-green "
+                  f"P(green) {top:.4f} + {margin}, floor {floor}): {n_auto} of {n} answered "
                   f"automatically, 0 false; about {labels_needed} labelled tickets at this mix "
                   f"would be needed for the bound ({need_auto} auto-answered without a false green)")
     return GreenChoice(threshold=float(threshold), rule=rule, max_rate=max_rate,

@@ -7,7 +7,8 @@ and interleaved (so drift in machine load hits every variant alike), it times:
   question bodies in one batch), and "rewind" (one question after the other, seq_rm back),
   with the largest probability difference between the served mode and rewind;
 - first question: the ticket and the risk question only; the marginal cost of the others;
-- without team: every question but the routing one, so the team question's marginal cost;
+- without layers: the serving path with no intermediate layer read, so the cost of the layers
+  the calibration's heads and green gate read (the features);
 - json: the old path, a JSON object (category, risk, confidence, reasoning) generated under a
   grammar after the same cached system context and ticket.
 """
@@ -21,6 +22,7 @@ from typing import Any
 
 from service.l2.classifier import FALLBACK_QUESTIONS, Classifier
 from service.l2.decide import Fallback, decide, prefix_layout
+from service.l2.runner import Capture
 from service.results import ticket_text
 
 # The old path's instruction and grammar, reproduced here for measurement only.
@@ -77,11 +79,11 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         return (time.perf_counter() - started) * 1000, d
 
     classifier.classify(texts[0])  # warm-up, not counted (first-call allocations)
-    logits_ms, rewind_ms, other_ms, first_ms, no_team_ms, json_ms = [], [], [], [], [], []
+    logits_ms, rewind_ms, other_ms, first_ms, no_layers_ms, json_ms = [], [], [], [], [], []
     json_answers_ms: list[float] = []
     tokens, ticket_tokens, json_tokens, max_diff = [], [], [], []
     first_only = {"risk": questions["risk"]}
-    without_team = {k: v for k, v in questions.items() if k != "team"}
+    served_capture = runner.capture
     # The old path answers risk and category (plus free text): the like-for-like comparison.
     json_answers = {k: questions[k] for k in ("risk", "category")}
     for text in progress(texts, desc="bench l2", unit="ticket", quiet=quiet):
@@ -103,7 +105,11 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         ms, first = timed(text, first_only)
         first_ms.append(ms)
         ticket_tokens.append(first.tokens_evaluated - first.suffix_tokens.get("risk", 0))
-        no_team_ms.append(timed(text, without_team)[0])
+        runner.set_capture(Capture())
+        started = time.perf_counter()
+        classifier.classify(text)
+        no_layers_ms.append((time.perf_counter() - started) * 1000)
+        runner.set_capture(served_capture)
         json_answers_ms.append(timed(text, json_answers, mode=classifier.mode)[0])
         ms, n_json = _json_path(classifier, text)
         json_ms.append(ms)
@@ -115,7 +121,6 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
              if logits_med is not None and first_med is not None and n_variants > 1 else None)
     json_med = _median(json_ms)
     json_answers_med = _median(json_answers_ms)
-    team_suffix = len(_suffix_tokens(classifier, "team"))
     return {
         "model": classifier.model_info.name,
         "n_tickets": len(texts),
@@ -141,10 +146,13 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         "system_tokens_reevaluated": runner.stats.prefix_tokens - prefix_tokens_at_start,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "kv_sharing": _kv_sharing(classifier.mode, logits_ms, other_ms, rewind_ms, max_diff),
-        "team_question": {
-            "marginal_ms_median": _median([a - b for a, b in zip(logits_ms, no_team_ms,
-                                                                   strict=True)]),
-            "suffix_tokens": team_suffix,
+        "layer_features": {
+            "pooled_layers": list(served_capture.pooled),
+            "answer_layers": list(served_capture.answers),
+            "ms_median_without": _median(no_layers_ms),
+            "ms_median_with": logits_med,
+            "overhead_share": _median([(a - b) / b for a, b in zip(logits_ms, no_layers_ms,
+                                                                     strict=True) if b]),
         },
     }
 

@@ -187,7 +187,7 @@ def _cli(argv):
 def test_cli_options():
     args = _parser().parse_args(["recalibrate", "--from-file", "f.jsonl", "--out", "d",
                                  "--folds", "4", "--min-per-class", "9"])
-    assert (args.from_file, args.out, args.folds, args.min_per_class) == ("f.jsonl", "d", 4, 9)
+    assert (args.from_file, args.out, args.folds, args.min_per_class) == (["f.jsonl"], "d", 4, 9)
     defaults = _parser().parse_args(["recalibrate"])
     assert defaults.folds == 5 and defaults.min_per_class is None and defaults.from_file is None
     for bad in (["--folds", "1"], ["--min-per-class", "0"], ["--folds", "x"]):

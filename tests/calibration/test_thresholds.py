@@ -9,10 +9,12 @@ from service.calibration.thresholds import (
     GREEN,
     RED,
     YELLOW,
+    above_all,
     choose_green,
     choose_red,
     choose_yellow_flag,
     confusion,
+    false_green_upper,
     levels,
     summarise,
 )
@@ -20,41 +22,95 @@ from service.l2.decision import Thresholds, decide_level
 from service.results import RED_FLAGS, Answer
 
 
-def test_green_threshold_sits_just_above_the_most_confident_non_green():
+def test_conservative_green_threshold_sits_above_the_most_confident_non_green():
     p_green = np.array([0.95, 0.92, 0.90, 0.86, 0.40, 0.10])
     truth = np.array([GREEN, GREEN, GREEN, YELLOW, RED, YELLOW])
     choice = choose_green(p_green, truth, floor=0.8, margin=0.02)
+    assert choice.rule == "zero_false_green"  # 6 tickets vouch for no rate
     assert choice.max_non_green == pytest.approx(0.86)
     assert choice.threshold == pytest.approx(0.88)
-    assert not choice.floor_applied
     predicted_green = p_green >= choice.threshold
     assert not (predicted_green & (truth != GREEN)).any()  # zero false greens
     assert predicted_green.sum() == 3  # and every green above it kept
 
 
-def test_green_floor_is_kept_when_the_data_cannot_justify_going_lower():
+def test_conservative_threshold_keeps_the_floor():
     p_green = np.array([0.9] * 10 + [0.5] * 40)
     truth = np.array([GREEN] * 10 + [YELLOW] * 40)
     choice = choose_green(p_green, truth, floor=0.8, margin=0.02)
-    assert choice.zero_false_green == pytest.approx(0.52)
-    assert choice.threshold == 0.8 and choice.floor_applied
-    assert "floor kept" in choice.reason and "300 needed" in choice.reason
+    assert choice.threshold == 0.8 and choice.rule == "zero_false_green"
+    assert choice.labels_needed > 50  # says how many labels the bound would need
 
 
-def test_green_floor_is_dropped_with_enough_non_green_labels():
-    # 300 non-green tickets without a false green bound the rate under 1% (rule of three).
-    p_green = np.array([0.9] * 50 + [0.3] * 300)
-    truth = np.array([GREEN] * 50 + [RED] * 300)
-    choice = choose_green(p_green, truth, floor=0.8, margin=0.02)
-    assert choice.threshold == pytest.approx(0.32)
-    assert not choice.floor_applied
-    assert choice.false_green_upper_95 == pytest.approx(0.01)
+def clopper_pearson_by_bisection(k: int, n: int, alpha: float) -> float:
+    """The exact one-sided upper bound from its definition: the largest rate p whose
+    binomial probability of k or fewer events is at least alpha."""
+    from math import comb
+
+    def cdf(p: float) -> float:
+        return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) > alpha else (lo, mid)
+    return lo
 
 
-def test_green_threshold_is_capped_at_one():
-    choice = choose_green(np.array([0.99, 0.995]), np.array([GREEN, YELLOW]), margin=0.02)
-    assert choice.threshold == 1.0
-    assert "only P(green) = 1 passes" in choice.reason
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (0, 299), (1, 50), (3, 400), (0, 1)])
+def test_false_green_upper_is_the_exact_clopper_pearson_bound(k, n):
+    assert false_green_upper(k, n, 0.95) == pytest.approx(clopper_pearson_by_bisection(k, n, 0.05),
+                                                          abs=1e-9)
+
+
+def test_zero_in_n_gives_the_closed_form_bound():
+    # k = 0: the bound is 1 - alpha^(1/n); about 3/n (rule of three) for large n.
+    assert false_green_upper(0, 300, 0.95) == pytest.approx(1 - 0.05 ** (1 / 300))
+    assert false_green_upper(0, 300, 0.95) == pytest.approx(3 / 300, rel=0.01)
+
+
+def test_bound_rule_certifies_the_lowest_grid_threshold_the_labels_support():
+    # 1,000 greens at 0.97 and 4,000 non-greens at 0.2; grid of two thresholds.
+    # At 0.9 (and 0.5): 1,000 auto-answered, 0 false: bound 1 - 0.025^(1/1000) = 0.37 % <= 1 %.
+    p_green = np.array([0.97] * 1000 + [0.2] * 4000)
+    truth = np.array([GREEN] * 1000 + [YELLOW] * 4000)
+    choice = choose_green(p_green, truth, max_rate=0.01, grid=(0.5, 0.9))
+    assert choice.rule == "bound"
+    assert choice.threshold == 0.5  # the lowest certified grid point; above every non-green
+    assert choice.n_auto == 1000 and choice.false_greens == 0
+    assert choice.upper_bound == pytest.approx(1 - 0.025 ** (1 / 1000))  # Bonferroni: 5 % / 2
+    assert choice.greens_cleared == 1.0 and choice.labels_needed == 0
+
+
+def test_bound_rule_never_goes_under_a_non_green_it_was_chosen_on():
+    # 1,000 greens at 0.97, one yellow at 0.95, the rest low: 0.9 is certified (1 false green
+    # in 1,001 is under 1 % with room), but the threshold still excludes the yellow.
+    p_green = np.array([0.97] * 1000 + [0.95] + [0.2] * 3000)
+    truth = np.array([GREEN] * 1000 + [YELLOW] + [RED] * 3000)
+    choice = choose_green(p_green, truth, max_rate=0.01, grid=(0.9,))
+    assert choice.rule == "bound"
+    assert choice.threshold > 0.95 and choice.false_greens == 0
+
+
+def test_too_few_labels_for_the_bound_fall_back_to_the_conservative_rule():
+    # 100 greens, no false green: the 95 % bound is 2.9 %, over 1 % at every threshold.
+    p_green = np.array([0.97] * 100 + [0.1] * 100)
+    truth = np.array([GREEN] * 100 + [YELLOW] * 100)
+    choice = choose_green(p_green, truth, max_rate=0.01, grid=(0.5,))
+    assert choice.rule == "zero_false_green"
+    assert choice.upper_bound > 0.01
+    # 299 auto-answered without a false green would do; half the tickets are auto-answered.
+    assert choice.labels_needed == 2 * 299
+
+
+def test_saturated_probabilities_never_let_a_non_green_through():
+    # A non-green ticket at exactly 1.0 (float64 saturation): no threshold <= 1 excludes it.
+    p_green = np.array([1.0, 1.0, 0.999, 0.2])
+    truth = np.array([GREEN, YELLOW, GREEN, RED])
+    choice = choose_green(p_green, truth)
+    assert choice.threshold > 1.0
+    assert not (p_green >= choice.threshold).any()
+    assert above_all(np.array([1.0])) > 1.0 and above_all(np.array([0.5])) > 0.5
 
 
 # truth, P(red), P(flag a) per ticket

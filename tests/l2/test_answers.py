@@ -111,25 +111,52 @@ def test_question_validation(question, message):
 def test_bundled_prompts_load_and_hash():
     prompts = load_prompts(PROJECT_ROOT / "prompts")
     assert set(prompts.questions) >= {"risk", "commitment", "destructive_or_access",
-                                      "third_party_personal_data", "category", "urgency", "team"}
+                                      "third_party_personal_data", "category", "urgency"}
+    assert "team" not in prompts.questions  # the team follows from the category
     assert prompts.questions["category"].options == ("billing", "technical", "account",
                                                      "shipping", "sales", "security", "legal",
                                                      "other")
-    assert prompts.questions["team"].options == tuple(t.name for t in prompts.teams)
     assert len(prompts.sha) == 64
     # definitions only: the context never asks for an output format
     assert "json" not in prompts.context.lower()
-    for team in prompts.teams:
-        assert team.name in prompts.context
 
 
-def test_prompt_sha_changes_with_the_data(tmp_path):
+@pytest.mark.parametrize(("category", "team"), [
+    ("billing", "billing"), ("technical", "engineering"), ("account", "support"),
+    ("shipping", "logistics"), ("sales", "sales"), ("security", "security"),
+    ("legal", "legal"), ("other", "support"), (None, None),
+])
+def test_every_category_routes_to_one_team(category, team):
+    assert load_prompts(PROJECT_ROOT / "prompts").team_for(category) == team
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda t: t.replace("categories: [legal]", "categories: []"),
+     r"no team handles the categories \['legal'\]"),
+    (lambda t: t.replace("categories: [legal]", "categories: [legal, billing]"),
+     "'billing' is routed to both"),
+    (lambda t: t.replace("categories: [legal]", "categories: [law]"), "unknown category 'law'"),
+])
+def test_routing_is_checked_at_load(tmp_path, edit, message):
+    import shutil
+
+    shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "p")
+    teams = tmp_path / "p" / "teams.yaml"
+    teams.write_text(edit(teams.read_text()))
+    with pytest.raises(PromptError, match=message):
+        load_prompts(tmp_path / "p")
+
+
+def test_prompt_sha_changes_with_what_the_model_reads_only(tmp_path):
     import shutil
 
     shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "p")
     before = load_prompts(tmp_path / "p").sha
     (tmp_path / "p" / "teams.yaml").write_text(
         (tmp_path / "p" / "teams.yaml").read_text() + "\n# a comment\n")
+    assert load_prompts(tmp_path / "p").sha == before  # routing is not read by the model
+    (tmp_path / "p" / "context.md").write_text(
+        (tmp_path / "p" / "context.md").read_text() + "\n")
     assert load_prompts(tmp_path / "p").sha != before
 
 
@@ -138,14 +165,14 @@ def test_bundled_context_lists_the_letters_of_every_question_that_does_not(tmp_p
 
     prompts = load_prompts(PROJECT_ROOT / "prompts")
     listed = [n for n, q in prompts.questions.items() if q.options_in_context]
-    assert {"category", "team", "commitment"} <= set(listed)
+    assert {"category", "commitment"} <= set(listed)
     for name in listed:
         assert prompts.framing.letters(prompts.questions[name]) in prompts.context
-    # A context that stops listing them (here: the team letters) is refused at load, by name.
+    # A context that stops listing them (here: the category letters) is refused at load.
     shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "p")
     context = tmp_path / "p" / "context.md"
-    context.write_text(context.read_text().replace("{{ letters.team }}", "ask someone"))
-    with pytest.raises(PromptError, match="'team' has options_in_context"):
+    context.write_text(context.read_text().replace("{{ letters.category }}", "ask someone"))
+    with pytest.raises(PromptError, match="'category' has options_in_context"):
         load_prompts(tmp_path / "p")
     # Nor may a question list them nowhere: here a flag taken out of the context.
     questions = tmp_path / "p" / "questions.yaml"

@@ -15,13 +15,12 @@ def test_bench_section_on_one_ticket():
                         classifier=shared_classifier())
     for key in ("logits_ms_median", "json_ms_median", "ratio", "extra_question_ms",
                 "first_question_ms", "tokens_per_ticket_median", "system_tokens_reevaluated",
-                "peak_rss_mb", "kv_sharing", "team_question"):
+                "peak_rss_mb", "kv_sharing", "layer_features"):
         assert section[key] is not None, key
     assert section["system_tokens_reevaluated"] == 0
     assert section["json_generated_tokens_median"] > 10  # the old path really generated JSON
     assert section["kv_sharing"]["max_probability_difference_vs_rewind"] < 0.05
-    assert section["team_question"]["suffix_tokens"] > 0
-    assert section["suffix_tokens"]["team"] == section["team_question"]["suffix_tokens"]
+    assert section["layer_features"]["ms_median_without"] > 0
     # tokens per ticket = ticket tokens + every question's suffix, nothing more
     assert section["tokens_per_ticket_median"] == (section["ticket_tokens_median"]
                                                    + sum(section["suffix_tokens"].values()))

@@ -70,7 +70,7 @@ def test_probabilities_sum_to_one_and_coverage_in_range(classifier, how_to):
     assert result.method == "logits"
     assert set(result.answers) == {"risk", "commitment", "destructive_or_access",
                                    "third_party_personal_data", "instructions", "category",
-                                   "urgency", "team"}
+                                   "urgency"}
     for name, answer in result.answers.items():
         assert sum(answer.probabilities.values()) == pytest.approx(1.0, abs=1e-6), name
         assert 0.0 <= answer.coverage <= 1.0, name
@@ -82,8 +82,7 @@ def test_probabilities_sum_to_one_and_coverage_in_range(classifier, how_to):
     assert 0 <= result.answers["urgency"].value <= 5
     assert result.urgency == result.answers["urgency"].mode
     assert result.category in result.answers["category"].options
-    assert result.team in result.answers["team"].options
-    assert result.answers["team"].options == [t.name for t in classifier.prompts.teams]
+    assert result.team == classifier.prompts.team_for(result.category)  # routed, not asked
 
 
 def test_hidden_state_per_question_is_n_embd_float32(classifier, how_to):

@@ -1,0 +1,101 @@
+"""The hidden-state features a calibration head is trained on are the ones serving computes.
+
+Real model, real tickets: the replay (`triage recalibrate`, every candidate layer read) and a
+serving classifier (only the layers its artifact's heads and gate ask for) must produce the same
+vectors under the same names; the mean over the ticket must cover the ticket's tokens only
+(the same in the fused mode, where question tokens share the decode call, and in the rewind
+mode, where they do not)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from service.calibration.calibrator import Calibrator, QuestionModel
+from service.calibration.heads import LinearHead
+from service.calibration.replay import replay_capture
+from service.l2 import Classifier
+from service.l2.decide import capture_for
+from service.l2.decision import Thresholds
+from service.l2.runner import Capture
+from service.results import ticket_text
+from service.settings import PROJECT_ROOT
+from tests.l2.support import MODEL, shared_classifier
+
+pytestmark = pytest.mark.model
+
+DEV = PROJECT_ROOT.parent / "shared" / "data" / "tickets" / "dev.jsonl"
+FALLBACK_TEXTS = [
+    "How do I export my invoices as PDF?",
+    "Please delete the account of our former employee Anna Weber (anna.weber@example.com).",
+    "Le site est en panne depuis ce matin, plus rien ne charge.",
+]
+
+
+def _texts() -> list[str]:
+    if DEV.exists():
+        rows = [json.loads(line) for line in DEV.read_text().splitlines()[:3]]
+        return [ticket_text(r.get("subject"), r["body"]) for r in rows]
+    return FALLBACK_TEXTS
+
+
+@pytest.fixture
+def runner():
+    shared = shared_classifier()
+    yield shared.runner
+    shared.runner.set_capture(Capture())  # the shared classifier serves uncalibrated
+
+
+def _artifact_needing(names: list[str], n_embd: int) -> Calibrator:
+    """A real calibrator whose risk head reads `names` (weights arbitrary: only the features
+    it makes serving compute matter here)."""
+    rng = np.random.default_rng(0)
+    d = n_embd * len(names)
+    head = LinearHead(np.zeros(d), np.ones(d), rng.normal(size=(3, d)) * 1e-3, np.zeros(3), 1.0)
+    risk = QuestionModel("head_all", ("green", "yellow", "red"), "choice", head=head,
+                         inputs=tuple(names))
+    return Calibrator("test", {"risk": risk}, Thresholds())
+
+
+def test_serving_computes_the_features_the_replay_trained_on(runner):
+    capture = replay_capture(runner.n_layer)
+    mid, late = capture.answers
+    wanted = [f"ticket@l{mid}", f"risk@l{late}", f"ticket@l{capture.pooled[-1]}", "category"]
+    replaying = Classifier(MODEL, runner=runner, capture=capture, timeout_s=300.0)
+    serving = Classifier(MODEL, runner=runner, timeout_s=300.0,
+                         calibrator=_artifact_needing(wanted, runner.n_embd))
+    assert runner.capture == capture_for(wanted)  # only what the artifact needs
+    assert len(runner.capture.layers) < len(capture.layers)
+    for text in _texts():
+        runner.set_capture(capture)
+        replayed = replaying.classify(text)
+        served = serving.classify(text)  # sets the artifact's capture back
+        assert runner.capture == capture_for(wanted)
+        assert served.result.calibrated and served.result.method in ("logits", "generated")
+        for name in wanted:
+            assert served.features[name].shape == (runner.n_embd,)
+            np.testing.assert_allclose(served.features[name], replayed.features[name],
+                                       rtol=0, atol=1e-4, err_msg=name)
+        serving.set_calibrator(serving.calibrator)
+
+
+def test_the_ticket_mean_covers_the_ticket_only(runner):
+    capture = replay_capture(runner.n_layer)
+    fused = Classifier(MODEL, runner=runner, capture=capture, mode="fused", timeout_s=300.0)
+    rewind = Classifier(MODEL, runner=runner, capture=capture, mode="rewind", timeout_s=300.0)
+    text = _texts()[0]
+    a, b = fused.classify(text).features, rewind.classify(text).features
+    for layer in capture.pooled:
+        name = f"ticket@l{layer}"
+        scale = float(np.abs(b[name]).max())
+        # batch-shape noise only: llama.cpp is not bit-identical across batch shapes
+        assert float(np.abs(a[name] - b[name]).max()) <= 0.02 * scale, name
+    for layer in capture.answers:
+        name = f"risk@l{layer}"
+        scale = float(np.abs(b[name]).max())
+        assert float(np.abs(a[name] - b[name]).max()) <= 0.02 * scale, name
+    # and a wrong row set would not pass: the answer state is far from the ticket mean
+    mid = capture.answers[0]
+    assert float(np.abs(a[f"risk@l{mid}"] - a[f"ticket@l{mid}"]).max()) > 0.1 * scale
