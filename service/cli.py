@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "service.evaluation.commands",
     "service.jobs.recal_commands",
     "service.calibration.study_commands",
+    "service.labels_commands",
     "service.audit.commands",
     "service.bench",
 )

@@ -67,3 +67,70 @@ def read_labelled(path: str | Path) -> list[LabelledTicket]:
             raise LabelledFileError(f"{path}:{number}: {problem}")
         records.append(record)
     return records
+
+
+class LabelOnly(msgspec.Struct, frozen=True):
+    """A label kept apart from its text (data/public-style/labels.jsonl): the text is someone
+    else's and stays out of the repository; `text_sha256` finds it again."""
+
+    id: str
+    text_sha256: str
+    risk: str
+    language: str = ""
+    flags: dict[str, bool] = {}
+    category: str | None = None
+    urgency: int | None = None
+    note: str | None = None
+
+
+class TextOnly(msgspec.Struct, frozen=True):
+    id: str
+    body: str
+    subject: str | None = None
+
+
+def text_sha256(subject: str | None, body: str) -> str:
+    """The key of a label kept apart from its text: sha256 of `subject`, a blank line, `body`
+    (the service's own ticket text, service.results.ticket_text; no subject: the body alone)."""
+    import hashlib
+
+    from service.results import ticket_text
+
+    return hashlib.sha256(ticket_text(subject, body).encode("utf-8")).hexdigest()
+
+
+def join_labels(texts_path: str | Path, labels_path: str | Path
+                ) -> tuple[list[LabelledTicket], list[str]]:
+    """Labelled records from a file of texts and a file of labels, matched by text sha256:
+    (the records, the label ids whose text was not found)."""
+    def lines(path: str | Path) -> list[str]:
+        try:
+            return [x for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LabelledFileError(f"{path}: cannot read: {exc}") from None
+
+    texts: dict[str, TextOnly] = {}
+    for number, line in enumerate(lines(texts_path), start=1):
+        try:
+            t = msgspec.json.decode(line, type=TextOnly)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LabelledFileError(f"{texts_path}:{number}: {exc}") from None
+        texts[text_sha256(t.subject, t.body)] = t
+    records, missing = [], []
+    for number, line in enumerate(lines(labels_path), start=1):
+        try:
+            label = msgspec.json.decode(line, type=LabelOnly)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LabelledFileError(f"{labels_path}:{number}: {exc}") from None
+        text = texts.get(label.text_sha256)
+        if text is None:
+            missing.append(label.id)
+            continue
+        record = LabelledTicket(id=label.id, body=text.body, risk=label.risk,
+                                subject=text.subject, language=label.language, flags=label.flags,
+                                category=label.category, urgency=label.urgency, note=label.note)
+        problem = check(record)
+        if problem:
+            raise LabelledFileError(f"{labels_path}:{number}: {problem}")
+        records.append(record)
+    return records, missing

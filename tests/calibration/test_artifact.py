@@ -101,3 +101,28 @@ def test_versions_sort_chronologically():
     a = new_version(1_700_000_000, b"x")
     b = new_version(1_700_000_001, b"a")
     assert a < b and a.startswith("20231114T221320Z-")
+
+
+def test_the_green_gate_round_trips_and_holds_back_what_it_should(tmp_path):
+    import msgspec
+
+    from service.calibration.ood import fit_gate
+
+    rng = np.random.default_rng(3)
+    x = np.vstack([rng.normal(size=(60, 8)), rng.normal(size=(60, 8)) + 0.5])
+    gate = fit_gate(x, np.r_[np.ones(60, bool), np.zeros(60, bool)], ["ticket@l11"], dims=4)
+    meta = msgspec.structs.replace(artifacts.meta("20260101T000000Z-aaaa0009"), gate=gate.info)
+    path = write_artifact(tmp_path, meta, {"risk": artifacts.head()}, gate=gate)
+    cal = load_artifact(path)
+    assert cal.gate is not None and cal.gate.info == gate.info
+    assert "ticket@l11" in cal.feature_names  # the runner reads the gate's layer too
+    near, far = x[0], x[0] + 50.0
+    assert cal.green_gate({"ticket@l11": near}) == gate.check({"ticket@l11": near})
+    assert cal.green_gate({"ticket@l11": far})[0] is False
+    assert cal.green_gate({})[0] is False  # cannot measure: not allowed
+    # arrays missing from heads.npz: the artifact is refused, not served without its gate
+    with np.load(path / HEADS_FILE) as npz:
+        kept = {k: npz[k] for k in npz.files if not k.startswith("gate.")}
+    np.savez(path / HEADS_FILE, **kept)
+    with pytest.raises(ArtifactError, match="green gate: missing array"):
+        load_artifact(path)

@@ -106,3 +106,19 @@ def test_thresholds_only_look_at_the_logits_path():
     out = fit_all(data, FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5))
     assert out.green.n == len(data) - 10
     assert out.selection.false_greens == 0
+
+
+def test_the_green_gate_is_fitted_and_graded_without_the_tickets_it_grades():
+    data = dataset(n=200, seed=11)
+    x = data.questions["risk"].features
+    data.gate_x, data.gate_inputs = x.copy(), ("ticket@l11",)
+    cfg = FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5, gate_dims=4)
+    out = fit_all(data, cfg)
+    assert out.gate is not None and out.gate.info.inputs == ["ticket@l11"]
+    green = data.questions["risk"].labels == 0
+    # about 1 - quantile of the labelled greens are held back, measured without themselves
+    assert 0.0 < out.gate_blocked[green].mean() < 0.2
+    assert out.selection.false_greens == 0
+    # a ticket without gate inputs can never be green
+    data.gate_x[0] = np.nan
+    assert fit_all(data, cfg).gate_blocked[0]

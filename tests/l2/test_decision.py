@@ -87,3 +87,14 @@ def test_default_thresholds_match_the_policy_card():
     assert (t.green, t.red, t.min_coverage) == (0.8, 0.3, 0.5)
     assert t.flags == {"commitment": 0.5, "destructive_or_access": 0.5,
                        "third_party_personal_data": 0.5}
+
+
+def test_a_ticket_unlike_the_labelled_greens_is_never_green():
+    answers = {"risk": risk(0.99, 0.005, 0.005), **NO_FLAGS}
+    assert decide_level(answers, Thresholds())[0] == "green"
+    level, _, reason = decide_level(answers, Thresholds(),
+                                    unlike_greens="unlike the labelled greens (gate distance 9.1)")
+    assert level == "yellow" and "unlike the labelled greens" in reason
+    # the gate only takes green away: a red stays red
+    red = {"risk": risk(0.05, 0.05, 0.9), **NO_FLAGS}
+    assert decide_level(red, Thresholds(), unlike_greens="unlike")[0] == "red"
