@@ -15,7 +15,14 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cu
 export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
-.PHONY: setup lock model run test test-fast bench lint eval recalibrate audit loadtest drills deploy-check clean
+.PHONY: setup lock model run test test-fast bench lint eval recalibrate study audit loadtest drills deploy-check clean
+
+# Labelled sources: the synthetic training set, the dev set and, when joined locally
+# (data/public-style/README.md), the public-style set whose texts stay out of the repository.
+TICKETS := ../shared/data/tickets
+PUBLIC  := var/data/public-style.jsonl
+SOURCES := --from-file $(TICKETS)/train.jsonl --from-file $(TICKETS)/dev.jsonl $(if $(wildcard $(PUBLIC)),--from-file $(PUBLIC))
+STUDY_DATA := --data train=$(TICKETS)/train.jsonl --data dev=$(TICKETS)/dev.jsonl $(if $(wildcard $(PUBLIC)),--data public-style=$(PUBLIC))
 
 setup: $(STAMP) model
 
@@ -57,7 +64,15 @@ eval: setup
 	$(BIN)/triage eval --data ../shared/data/tickets/dev.jsonl --json var/eval/dev.json --rows var/eval/dev-rows.jsonl --plots var/eval/plots
 
 recalibrate: setup
-	$(BIN)/triage recalibrate --from-file ../shared/data/tickets/dev.jsonl
+	$(BIN)/triage recalibrate $(SOURCES)
+
+# The measurements behind the calibration's choices (docs/results.md, "Features" on): features
+# fitted on train and graded on the others, each source graded by a fit on the others, and the
+# learning curve. Reads the replay cache that `make recalibrate` fills.
+study: setup
+	$(BIN)/triage study features $(STUDY_DATA) --train train --json docs/results/study-features.json
+	$(BIN)/triage study sources $(STUDY_DATA) --json docs/results/study-sources.json
+	$(BIN)/triage study curve $(STUDY_DATA) --train train --json docs/results/learning-curve.json --plot docs/img/learning-curve.png
 
 audit: setup
 	$(BIN)/triage audit run

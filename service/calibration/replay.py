@@ -191,3 +191,43 @@ def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
         if progress is not None:
             progress(i + 1, len(records), rec.id)
     return examples, skipped
+
+
+class ReplayedClassifier:
+    """The serving classifier's verdicts without the model: raw answers and hidden states from
+    the replay cache (the same the model gives; tests/l2/test_features_model.py), the artifact
+    applied and the level decided by the very functions serving uses. So `triage eval` figures
+    for a new artifact cost seconds instead of a replay (`triage study served`)."""
+
+    def __init__(self, cache: ReplayCache, prompts: Any, calibrator: Any, model: Any,
+                 thresholds: Any = None) -> None:
+        from service.l2.decision import Thresholds
+
+        self.cache = cache
+        self.prompts = prompts
+        self.calibrator = calibrator
+        self.model_info = model
+        self.prompt_sha = prompts.sha
+        self.mode = cache.mode
+        self.thresholds = thresholds or Thresholds()
+        self.runner = type("Replayed", (), {"n_threads": 0})()
+
+    def classify(self, text: str, timeout_s: float | None = None) -> Any:
+        from service.l2.classifier import Classification, verdict
+        from service.l2.decide import Decided, apply_calibration
+
+        hit = self.cache.get(text_sha(text))
+        if hit is None:
+            raise ReplayError(f"text {text_sha(text)[:12]} is not in the replay cache {self.cache.dir}")
+        result, features, truncated = hit
+        answers, calibrated, version, gate, failure = apply_calibration(
+            dict(result.answers), features, self.calibrator)
+        reason = "; ".join(r for r in (result.reason if result.method == "generated" else None,
+                                       failure) if r) or None
+        decided = Decided(method=result.method, answers=answers, calibrated=calibrated,
+                          calibration_version=version, tokens_evaluated=result.tokens_evaluated,
+                          timings=dict(result.timings_ms), features=features,
+                          truncated=truncated, reason=reason, gate=gate)
+        return Classification(result=verdict(decided, self.calibrator, self.thresholds,
+                                              self.prompts),
+                              features=features, truncated=truncated)

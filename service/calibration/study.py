@@ -17,16 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from service.calibration.heads import DEFAULT_CS, fit_head
+from service.calibration.heads import NARROW_CS, fit_head
 from service.calibration.maths import stratified_folds
 from service.calibration.ood import fit_gate, fitted_distances
 from service.calibration.replay import Example, feature_names
 from service.calibration.thresholds import GREEN, choose_green
 
 RISK = ("green", "yellow", "red")
-# C values a head of ~1,000 to 1,600 labels ends up choosing (the strong end of DEFAULT_CS):
-# fewer candidates keep the study and the nightly fit bounded.
-STUDY_CS: tuple[float, ...] = DEFAULT_CS[:5]
+STUDY_CS: tuple[float, ...] = NARROW_CS
 
 
 @dataclass

@@ -61,13 +61,18 @@ def cmd_study(args: argparse.Namespace) -> int:
     from service.calibration import study
     from service.calibration.fit import single_thread_blas
     from service.calibration.replay import FEATURE_SETS
+    from service.jobs.recalibrate import DEFAULT_FEATURES
     from service.logs import configure_logging
     from service.settings import settings_or_exit
 
     settings = settings_or_exit("triage study")
     configure_logging(settings.log_level)
     sources, questions, n_layer = _sources(args, settings)
-    gate = None if args.gate == "none" else args.gate
+    if args.what == "served":
+        return _served(args, settings)
+    from service.jobs.recalibrate import DEFAULT_GATE
+
+    gate = None if args.gate == "none" else (args.gate or DEFAULT_GATE)
     with single_thread_blas():
         if args.what == "features":
             specs = args.features or list(FEATURE_SETS)
@@ -76,16 +81,52 @@ def cmd_study(args: argparse.Namespace) -> int:
                                          specs, questions, n_layer, gate)
         elif args.what == "sources":
             report = study.cross_source(sources, args.features[0] if args.features
-                                        else "answers", gate, questions, n_layer)
+                                        else DEFAULT_FEATURES, gate, questions, n_layer)
         else:
             pool = [e for name in args.train.split("+") for e in sources[name]]
             graded = {k: v for k, v in sources.items() if k not in args.train.split("+")}
             report = study.learning_curve(pool, graded, args.features[0] if args.features
-                                          else "answers", gate, questions, n_layer,
+                                          else DEFAULT_FEATURES, gate, questions, n_layer,
                                           repeats=args.repeats)
             if args.plot:
                 study.plot_curve(report, args.plot)
     report["sources"] = {k: len(v) for k, v in sources.items()}
+    _write(report, args.json)
+    return 0
+
+
+def _served(args: argparse.Namespace, settings) -> int:
+    """`triage eval` per source with an artifact, from the replay cache: L1 + L2 + max as served."""
+    from service.calibration.artifact import load_artifact
+    from service.calibration.replay import ReplayCache, ReplayedClassifier, replay_capture
+    from service.evaluation.run import run_eval
+    from service.l2.classifier import DEFAULT_MODE, bundled_model_path, model_sha256
+    from service.l2.prompts import load_prompts
+    from service.l2.runner import model_layers
+    from service.labelled import read_labelled
+    from service.results import ModelInfo
+
+    if not args.calibration:
+        print("triage study served: --calibration ARTIFACT is required", file=sys.stderr)
+        return 2
+    path = bundled_model_path(settings)
+    prompts = load_prompts(settings.prompts_dir)
+    sha = model_sha256(path)
+    cache = ReplayCache(args.cache_dir or Path(settings.var_dir) / "calibration-cache", sha,
+                        prompts.sha, DEFAULT_MODE, replay_capture(model_layers(path)))
+    calibrator = load_artifact(args.calibration)
+    classifier = ReplayedClassifier(cache, prompts, calibrator, ModelInfo(name=path.name,
+                                                                          sha256=sha))
+    report: dict = {"calibration": calibrator.version, "sources": {}}
+    for item in args.data:
+        name, _, file = item.partition("=")
+        result, rows = run_eval(settings, read_labelled(file), classifier=classifier)
+        result["source"] = name
+        report["sources"][name] = result
+        if args.rows:
+            Path(args.rows).mkdir(parents=True, exist_ok=True)
+            (Path(args.rows) / f"{name}.rows.jsonl").write_text(
+                "".join(json.dumps(r) + "\n" for r in rows))
     _write(report, args.json)
     return 0
 
@@ -96,20 +137,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Offline measurements on replayed labelled files (cached; the model runs only "
                     "for texts not replayed yet). Every figure grades tickets the head, its "
                     "threshold and its gate were not fitted on.")
-    parser.add_argument("what", choices=["features", "sources", "curve"],
+    parser.add_argument("what", choices=["features", "sources", "curve", "served"],
                         help="features: each feature set fitted on --train, graded on the other "
                              "sources; sources: each source graded by a fit on all the others; "
-                             "curve: refits on growing subsets of --train, graded on the others")
+                             "curve: refits on growing subsets of --train, graded on the others; "
+                             "served: `triage eval` of --calibration on each source, from the "
+                             "replay cache (L1 + L2 + max as served, no model run)")
     parser.add_argument("--data", action="append", required=True, metavar="NAME=FILE.jsonl",
                         help="a labelled source (repeat)")
     parser.add_argument("--train", default="train", help="source(s) to fit on, joined by '+'")
     parser.add_argument("--features", action="append", metavar="SPEC",
-                        help="feature set(s) to measure (default: all; curve/sources: the first)")
-    parser.add_argument("--gate", default="ticket@mid", metavar="SPEC",
-                        help="the green gate's features, or 'none'")
+                        help="feature set(s) to measure (default: all; curve/sources: the first, "
+                             "default recalibrate's)")
+    parser.add_argument("--gate", default=None, metavar="SPEC",
+                        help="the green gate's features, or 'none' (default: recalibrate's)")
     parser.add_argument("--repeats", type=int, default=3, help="curve: subsets per size")
     parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
     parser.add_argument("--cache-dir", metavar="DIR", default=None)
+    parser.add_argument("--calibration", metavar="ARTIFACT", help="served: the artifact to apply")
+    parser.add_argument("--rows", metavar="DIR", help="served: per-ticket rows, one file a source")
     parser.add_argument("--json", required=True, metavar="OUT.json", help="'-' for stdout")
     add_quiet_argument(parser)
     parser.set_defaults(func=cmd_study)

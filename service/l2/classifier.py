@@ -160,35 +160,40 @@ class Classifier:
         return out
 
     def _verdict(self, d: Decided, calibrator: Calibrator | None) -> L2Result:
-        if d.method == "unavailable":
-            return L2Result(level="yellow", method="unavailable", tokens_evaluated=0,
-                            timings_ms=d.timings, reason=d.reason)
-        thresholds = self.thresholds
-        if d.calibrated and calibrator is not None and calibrator.thresholds is not None:
-            thresholds = calibrator.thresholds
-        unlike = None
-        if d.gate is not None and not d.gate[0]:
-            distance = "not measurable" if d.gate[1] is None else f"{d.gate[1]:.2f}"
-            unlike = f"unlike the labelled greens (gate distance {distance})"
-        level, red_flags, why = decide_level(d.answers, thresholds, truncated=d.truncated,
-                                             unlike_greens=unlike)
-        # The gate "blocked" a ticket when it is the only thing between it and green.
-        ood_blocked = bool(unlike) and level == "yellow" and decide_level(
-            d.answers, thresholds, truncated=d.truncated)[0] == "green"
-        if d.method == "generated":
-            level = max_level(level, "yellow")  # the fallback path is never green
-        reason = why if not d.reason else f"{d.reason}; {why}"
-        answers = d.answers
-        urgency = answers.get("urgency")
-        return L2Result(
-            level=level, method=d.method, calibrated=d.calibrated,  # type: ignore[arg-type]
-            calibration_version=d.calibration_version, answers=answers, red_flags=red_flags,
-            category=answers["category"].chosen if "category" in answers else None,
-            urgency=urgency.mode if urgency is not None else None,
-            team=self.prompts.team_for(answers["category"].chosen) if "category" in answers
-            else None,
-            tokens_evaluated=d.tokens_evaluated, timings_ms=dict(d.timings), reason=reason,
-            ood_distance=d.gate[1] if d.gate is not None else None, ood_blocked=ood_blocked)
+        return verdict(d, calibrator, self.thresholds, self.prompts)
 
     def close(self) -> None:
         self.runner.close()
+
+
+def verdict(d: Decided, calibrator: Calibrator | None, thresholds: Thresholds,
+            prompts: Prompts) -> L2Result:
+    """The L2 result of decided answers: the artifact's thresholds when they were calibrated,
+    its green gate, the fallback never green, the team routed from the category."""
+    if d.method == "unavailable":
+        return L2Result(level="yellow", method="unavailable", tokens_evaluated=0,
+                        timings_ms=d.timings, reason=d.reason)
+    if d.calibrated and calibrator is not None and calibrator.thresholds is not None:
+        thresholds = calibrator.thresholds
+    unlike = None
+    if d.gate is not None and not d.gate[0]:
+        distance = "not measurable" if d.gate[1] is None else f"{d.gate[1]:.2f}"
+        unlike = f"unlike the labelled greens (gate distance {distance})"
+    level, red_flags, why = decide_level(d.answers, thresholds, truncated=d.truncated,
+                                         unlike_greens=unlike)
+    # The gate "blocked" a ticket when it is the only thing between it and green.
+    ood_blocked = bool(unlike) and d.method != "generated" and level == "yellow" \
+        and decide_level(d.answers, thresholds, truncated=d.truncated)[0] == "green"
+    if d.method == "generated":
+        level = max_level(level, "yellow")  # the fallback path is never green
+    reason = why if not d.reason else f"{d.reason}; {why}"
+    answers = d.answers
+    urgency = answers.get("urgency")
+    category = answers["category"].chosen if "category" in answers else None
+    return L2Result(
+        level=level, method=d.method, calibrated=d.calibrated,  # type: ignore[arg-type]
+        calibration_version=d.calibration_version, answers=answers, red_flags=red_flags,
+        category=category, urgency=urgency.mode if urgency is not None else None,
+        team=prompts.team_for(category), tokens_evaluated=d.tokens_evaluated,
+        timings_ms=dict(d.timings), reason=reason,
+        ood_distance=d.gate[1] if d.gate is not None else None, ood_blocked=ood_blocked)

@@ -144,6 +144,23 @@ def fallback_grammar(questions: dict[str, Question], names: list[str]) -> str:
     return "\n".join([root, *rules]) + "\n"
 
 
+def apply_calibration(answers: dict[str, Answer], features: dict[str, np.ndarray],
+                      calibrator: Calibrator | None
+                      ) -> tuple[dict[str, Answer], bool, str | None,
+                                 tuple[bool, float | None] | None, str | None]:
+    """(answers, calibrated, version, green gate, failure): the artifact applied to the logits
+    answers. A broken artifact must not stop triage: the answers stay raw and `failure` says why."""
+    if calibrator is None:
+        return answers, False, None, None, None
+    try:
+        logits_answers = {k: a for k, a in answers.items() if a.method == "logits"}
+        out = {**answers, **calibrator.apply(logits_answers, features)}
+        return out, True, calibrator.version, calibrator.green_gate(features), None
+    except Exception as exc:
+        log.exception("l2_calibration_failed")
+        return answers, False, None, None, f"calibration failed: {exc}"
+
+
 def hidden_features(readouts: dict[str, Readout], pooled: dict[int, np.ndarray]
                     ) -> dict[str, np.ndarray]:
     """Every hidden-state vector of one ticket, by the name a calibration head asks for:
@@ -281,16 +298,10 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
                     answers.pop(n, None)  # no answer at all: the verdict falls to yellow
                 reason += f"; output malformed: {text[:80]!r}"
 
-    calibrated, version, gate = False, None, None
-    if calibrator is not None:
-        try:
-            logits_answers = {k: a for k, a in answers.items() if a.method == "logits"}
-            answers.update(calibrator.apply(logits_answers, features))
-            gate = calibrator.green_gate(features)
-            calibrated, version = True, calibrator.version
-        except Exception as exc:  # a broken artifact must not stop triage: stay uncalibrated
-            log.exception("l2_calibration_failed")
-            reason = (reason + "; " if reason else "") + f"calibration failed: {exc}"
+    answers, calibrated, version, gate, failure = apply_calibration(answers, features,
+                                                                    calibrator)
+    if failure:
+        reason = (reason + "; " if reason else "") + failure
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     return Decided(method=method, answers=answers, calibrated=calibrated,
                    calibration_version=version, tokens_evaluated=tokens, timings=timings,
