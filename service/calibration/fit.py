@@ -14,7 +14,7 @@ nor the thresholds saw.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -399,13 +399,18 @@ def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
     return p_green, p_red, p_flags, blocked, valid
 
 
-def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None) -> FitResult:
+Step = Callable[[str], None]  # told "<question>" before each question's fit: progress
+
+
+def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None,
+            step: Step | None = None) -> FitResult:
     """Maps and thresholds from `data`; `eligible` skips the label-count check (nested runs)."""
     with single_thread_blas():
-        return _fit_all(data, cfg, eligible)
+        return _fit_all(data, cfg, eligible, step)
 
 
-def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitResult:
+def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None,
+             step: Step | None = None) -> FitResult:
     skipped: dict[str, str] = {}
     # Nested runs (eligible given) grade the procedure: a fold too thin to fit a question
     # serves it raw there instead of aborting the whole evaluation.
@@ -415,6 +420,8 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None) -> FitRe
     folds = stratified_folds(data.strata(), cfg.folds, cfg.seed)
     fits: dict[str, QuestionFit] = {}
     for q in eligible:
+        if step is not None:
+            step(q)
         try:
             fits[q] = fit_question(data.questions[q], folds, cfg, cfg.methods)
         except DegenerateFit as exc:
@@ -484,7 +491,8 @@ class Calibration:
     nested_thresholds: list[Thresholds] = field(default_factory=list)
 
 
-def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
+def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str],
+                    step: Callable[[int, str], None] | None = None
                     ) -> tuple[dict[str, np.ndarray], np.ndarray, list[Thresholds]]:
     """Outer k-fold: fit maps and thresholds without the fold, predict the fold."""
     n = len(data)
@@ -492,8 +500,9 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
     predicted = np.full(n, -1, dtype=np.int64)
     chosen: list[Thresholds] = []
     outer = stratified_folds(data.strata(), cfg.folds, cfg.seed + 1000)
-    for train, test in outer:
-        inner = fit_all(data.subset(train), cfg, eligible)
+    for k, (train, test) in enumerate(outer, start=1):
+        inner = fit_all(data.subset(train), cfg, eligible,
+                        None if step is None else (lambda q, k=k: step(k, q)))
         chosen.append(inner.thresholds)
         for q, d in data.questions.items():
             if q in inner.questions:
@@ -510,12 +519,19 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str]
     return probs, predicted, chosen
 
 
-def calibrate(data: Dataset, cfg: FitConfig) -> Calibration:
-    """Fit on everything (the artifact) and grade the procedure by nested cross-validation."""
+def calibrate(data: Dataset, cfg: FitConfig,
+              step: Callable[[str, int, int, str], None] | None = None) -> Calibration:
+    """Fit on everything (the artifact) and grade the procedure by nested cross-validation.
+
+    `step(stage, fold, folds, question)` is told before each question's fit: stage "final"
+    (fold 0) then "nested" with the outer fold, for progress."""
     with single_thread_blas():
-        final = fit_all(data, cfg)
+        final = fit_all(data, cfg, step=None if step is None
+                        else (lambda q: step("final", 0, cfg.folds, q)))
         eligible = list(final.questions)
-        nested, predicted, chosen = nested_evaluate(data, cfg, eligible)
+        nested, predicted, chosen = nested_evaluate(
+            data, cfg, eligible,
+            None if step is None else (lambda k, q: step("nested", k, cfg.folds, q)))
     reports: dict[str, QuestionReport] = {}
     raw = {q: raw_probs(d) for q, d in data.questions.items()}
     for q in eligible:

@@ -60,6 +60,9 @@ def feature_names(spec: str | tuple[str, ...], questions: Iterable[str], n_layer
     names: list[str] = []
     for part in parts:
         base, _, where = part.partition("@")
+        if part == "l1":  # L1's rule hits (measured by `triage study --l1-features` only)
+            names.append("l1")
+            continue
         if part not in FEATURE_SETS:
             raise ValueError(f"unknown feature set {part!r}; known: {', '.join(FEATURE_SETS)}")
         if base == "answers":

@@ -76,16 +76,43 @@ class Fitted:
     train_gate_blocked: float  # share of training greens the gate holds back
 
 
+class MlpHead:
+    """A small non-linear risk head (one hidden layer), for the study only: it is shipped only
+    if it beats the linear head on tickets it was not fitted on."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, seed: int) -> None:
+        from sklearn.neural_network import MLPClassifier
+
+        self.mean = x.mean(axis=0)
+        self.scale = np.where(x.std(axis=0) > 1e-8, x.std(axis=0), 1.0)
+        self.model = MLPClassifier(hidden_layer_sizes=(64,), alpha=1e-2, max_iter=400,
+                                   early_stopping=True, random_state=seed)
+        self.model.fit((x - self.mean) / self.scale, y)
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        p = self.model.predict_proba((np.atleast_2d(x) - self.mean) / self.scale)
+        out = np.zeros((len(p), 3))
+        out[:, self.model.classes_] = p
+        return out
+
+
+def _head(x: np.ndarray, y: np.ndarray, cs: tuple[float, ...], seed: int, kind: str):
+    if kind == "mlp":
+        return MlpHead(x, y, seed)
+    return fit_head(x, y, 3, cs, 3, seed)
+
+
 def fit_green(train: Arrays, *, folds: int = 5, seed: int = 0, cs: tuple[float, ...] = STUDY_CS,
-              max_rate: float = 0.01, gate_quantile: float | None = 0.95) -> Fitted:
+              max_rate: float = 0.01, gate_quantile: float | None = 0.95,
+              head: str = "linear") -> Fitted:
     """Risk head on every training row, its green threshold from out-of-fold P(green) (each
     fold's head choosing C by its own inner folds), and the green gate."""
     started = time.perf_counter()
     oof = np.full(len(train.y), np.nan)
     for tr, te in stratified_folds(train.y, folds, seed):
-        head = fit_head(train.x[tr], train.y[tr], 3, cs, 3, seed)
-        oof[te] = head.predict_proba(train.x[te])[:, GREEN]
-    head = fit_head(train.x, train.y, 3, cs, 3, seed)
+        model = _head(train.x[tr], train.y[tr], cs, seed, head)
+        oof[te] = model.predict_proba(train.x[te])[:, GREEN]
+    head_model = _head(train.x, train.y, cs, seed, head)
     gate, blocked = None, np.zeros(len(train.y), dtype=bool)
     if gate_quantile is not None and train.gate_x is not None:
         green = train.y == GREEN
@@ -93,7 +120,7 @@ def fit_green(train: Arrays, *, folds: int = 5, seed: int = 0, cs: tuple[float, 
         blocked = fitted_distances(gate, train.gate_x, green) > gate.info.threshold
     choice = choose_green(oof[~blocked], train.y[~blocked], max_rate=max_rate)
     green = train.y == GREEN
-    return Fitted(head=head, threshold=choice.threshold, gate=gate, green_choice=choice,
+    return Fitted(head=head_model, threshold=choice.threshold, gate=gate, green_choice=choice,
                   fit_s=time.perf_counter() - started,
                   train_gate_blocked=float(blocked[green].mean()) if green.any() else 0.0)
 
@@ -124,14 +151,14 @@ def grade(fitted: Fitted, graded: Arrays) -> dict:
 
 def feature_study(sources: dict[str, list[Example]], train: str, graded: list[str],
                   specs: list[str], questions: list[str], n_layer: int,
-                  gate_spec: str | None) -> dict:
+                  gate_spec: str | None, head: str = "linear") -> dict:
     """Per feature set: fitted on `train`, graded on each of `graded` (no gate, then gated)."""
-    out: dict = {"train": train, "graded": graded, "gate": gate_spec, "sets": {}}
+    out: dict = {"train": train, "graded": graded, "gate": gate_spec, "head": head, "sets": {}}
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
     for spec in specs:
         names = feature_names(spec, questions, n_layer)
         tr = arrays(sources[train], names, gate_names)
-        fitted = fit_green(tr, gate_quantile=0.95 if gate_spec else None)
+        fitted = fit_green(tr, gate_quantile=0.95 if gate_spec else None, head=head)
         row = {"dims": int(tr.x.shape[1]), "n_train": len(tr.y), "fit_s": round(fitted.fit_s, 1),
                "threshold": fitted.threshold, "rule": fitted.green_choice.rule,
                "train_greens_cleared_oof": fitted.green_choice.greens_cleared,

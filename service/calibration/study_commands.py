@@ -35,6 +35,7 @@ def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
             model = Classifier.from_settings(settings, calibrator=None, capture=capture)
         return model
 
+    l1 = _l1_features(settings) if args.l1_features else None
     sources = {}
     for item in args.data:
         name, _, file = item.partition("=")
@@ -43,8 +44,38 @@ def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
                       quiet=args.quiet) as bar:
             examples, _ = replay(records, name, cache, factory,
                                  progress=lambda done, total, _id: bar.update(done - bar.n))
+        if l1 is not None:
+            from service.results import ticket_text
+
+            texts = {r.id: ticket_text(r.subject, r.body) for r in records}
+            for e in examples:
+                e.features["l1"] = l1(texts[e.id])
         sources[name] = examples
     return sources, list(prompts.questions), n_layer
+
+
+def _l1_features(settings):
+    """text -> L1's verdict as numbers: one 0/1 per rule of the pack, then the level one-hot."""
+    import numpy as np
+
+    from service.l1 import evaluate, load_pack
+
+    pack = load_pack(settings.rules_dir)
+    ids = sorted({rule.id for rule in pack.rules})
+    index = {rid: i for i, rid in enumerate(ids)}
+    levels = ("green", "yellow", "red")
+
+    def vector(text: str):
+        result = evaluate(pack, text)
+        v = np.zeros(len(ids) + len(levels), dtype=np.float32)
+        for hit in result.rules:
+            if hit.id in index:
+                v[index[hit.id]] = 1.0
+        if result.level in levels:
+            v[len(ids) + levels.index(result.level)] = 1.0
+        return v
+
+    return vector
 
 
 def _write(report: dict, out: str) -> None:
@@ -78,7 +109,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             specs = args.features or list(FEATURE_SETS)
             report = study.feature_study(sources, args.train, [s for s in sources
                                                                if s != args.train],
-                                         specs, questions, n_layer, gate)
+                                         specs, questions, n_layer, gate, head=args.head)
         elif args.what == "sources":
             report = study.cross_source(sources, args.features[0] if args.features
                                         else DEFAULT_FEATURES, gate, questions, n_layer)
@@ -152,6 +183,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gate", default=None, metavar="SPEC",
                         help="the green gate's features, or 'none' (default: recalibrate's)")
     parser.add_argument("--repeats", type=int, default=3, help="curve: subsets per size")
+    parser.add_argument("--l1-features", action="store_true",
+                        help="features: also offer L1's rule hits as the feature set 'l1' "
+                             "(e.g. --features ticket@mid+l1)")
+    parser.add_argument("--head", choices=["linear", "mlp"], default="linear",
+                        help="features: the risk head (mlp: one hidden layer, scikit-learn)")
     parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
     parser.add_argument("--cache-dir", metavar="DIR", default=None)
     parser.add_argument("--calibration", metavar="ARTIFACT", help="served: the artifact to apply")

@@ -67,9 +67,21 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         bar.update(done - bar.n)
         bar.set_postfix_str(ticket)
 
+    def step(stage: str, fold: int, folds: int, question: str) -> None:
+        # One bar over every question fit: the final fit, then each outer fold of the nested
+        # cross-validation that grades it (the figures in the report).
+        bar = bars.get("fit")
+        if bar is None:
+            if "replay" in bars:
+                bars["replay"].close()
+            bar = bars["fit"] = progress_bar(total=None, desc="fit", unit="question",
+                                             quiet=args.quiet)
+        bar.update(1)
+        bar.set_postfix_str(question if stage == "final" else f"{question}, fold {fold}/{folds}")
+
     out = args.out or settings.calibration_dir
     try:
-        outcome = run(settings, opts, progress=progress)
+        outcome = run(settings, opts, progress=progress, step=step)
     except Refused as exc:
         print(f"triage recalibrate: refused: {exc}. Nothing was written; the current artifact "
               f"in {out} is untouched.", file=sys.stderr)
@@ -78,6 +90,8 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         print(f"triage recalibrate: {exc}", file=sys.stderr)
         return 2
     meta = outcome.meta
+    for bar in bars.values():
+        bar.close()
     print(f"wrote {outcome.path} (report: {outcome.path / 'report.md'})")
     for name, q in meta.questions.items():
         print(f"  {name:<26} {q.method:<12} ECE {q.ece_before:.3f} -> {q.ece_after:.3f}  "

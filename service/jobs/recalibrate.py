@@ -222,7 +222,7 @@ def build_dataset(examples: list[Example], questions: dict[str, Any],
 # ------------------------------------------------------------------------------ the run
 # The features the heads read and the green gate's, chosen by `triage study features`
 # (docs/results.md, "Features"): names of service.calibration.replay.FEATURE_SETS.
-DEFAULT_FEATURES = "answers+ticket@mid"
+DEFAULT_FEATURES = "ticket@mid"
 DEFAULT_GATE = "ticket@mid"
 
 
@@ -334,7 +334,8 @@ def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: s
                   cfg: FitConfig, model: ModelInfo, prompt_sha: str, rules: str, command: str,
                   sources: dict[str, int], skipped: Counter | None = None,
                   started: float | None = None, head_inputs: tuple[str, ...] | None = None,
-                  gate_inputs: tuple[str, ...] = ()) -> Outcome:
+                  gate_inputs: tuple[str, ...] = (),
+                  step: Callable[[str, int, int, str], None] | None = None) -> Outcome:
     """Fit, then write the artifact and its report atomically. Raises Refused, writing nothing."""
     from service.calibration.report import write_report
 
@@ -342,7 +343,7 @@ def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: s
     if not examples:
         raise Refused("no labelled tickets to fit on")
     data = build_dataset(examples, questions, head_inputs, gate_inputs)
-    calibration = calibrate(data, cfg)
+    calibration = calibrate(data, cfg, step)
     created_at = time.time()
     draft = build_meta(calibration, data, version="", created_at=created_at, command=command,
                        model=model, prompt_sha=prompt_sha, rules=rules, cfg=cfg,
@@ -362,8 +363,8 @@ def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: s
 
 
 def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = None,
-        redis_client: Any = None, progress: Callable[[int, int, str], None] | None = None
-        ) -> Outcome:
+        redis_client: Any = None, progress: Callable[[int, int, str], None] | None = None,
+        step: Callable[[str, int, int, str], None] | None = None) -> Outcome:
     """The whole job. Raises Refused (nothing written) or RecalibrateError (bad input)."""
     from service.l2.classifier import DEFAULT_MODE, bundled_model_path, model_sha256
     from service.l2.prompts import load_prompts
@@ -402,7 +403,7 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
                              prompt_sha=prompts.sha, rules=rules_sha(settings),
                              command=opts.command, sources=sources, skipped=skipped,
                              started=started, head_inputs=head_inputs,
-                             gate_inputs=gate_inputs)
+                             gate_inputs=gate_inputs, step=step)
     except Refused as exc:
         log.error("recalibrate_refused", reason=str(exc), out=str(out_dir))
         raise

@@ -222,3 +222,14 @@ def test_yellow_flag_threshold_sits_above_its_noise_on_green_tickets():
     assert not (p_yes[truth == GREEN] >= choice.threshold).any()  # no green blocked
     assert p_yes[4] >= choice.threshold  # the attempt still is
     assert choose_yellow_flag(p_yes, np.full(5, YELLOW), default=0.5).threshold == 0.5
+
+
+def test_labels_needed_follow_from_the_bound_over_the_default_grid():
+    # No false green: n auto-answered tickets bound the rate under 1 % at 95 % over the 7-point
+    # grid once 1 - (0.05 / 7)^(1 / n) <= 1 %: n = 492 (docs/calibration.md says so).
+    n = 492
+    assert false_green_upper(0, n, 1 - 0.05 / 7) <= 0.01 < false_green_upper(0, n - 1,
+                                                                             1 - 0.05 / 7)
+    p_green = np.array([0.97] * 100 + [0.1] * 100)
+    truth = np.array([GREEN] * 100 + [YELLOW] * 100)
+    assert choose_green(p_green, truth).labels_needed == 2 * n
