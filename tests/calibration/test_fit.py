@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from service.calibration.calibrator import METHODS
 from service.calibration.fit import FitConfig, Refused, calibrate, fit_all
 from service.calibration.thresholds import GREEN
 from tests.calibration.synth import dataset
 
-FAST = FitConfig(folds=3, cs=(1e-2, 1e-1, 1.0), head_folds=2, min_per_class=5)
+FAST = FitConfig(folds=3, cs=(1e-2, 1e-1, 1.0), head_folds=2, min_per_class=5, methods=METHODS)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def test_without_hidden_states_scaling_is_chosen_and_softens_the_logits():
     risk = out.questions["risk"]
     assert risk.model.method in ("temperature", "vector")
     assert risk.model.scaling.temperature > 2  # the synthetic logits are 4x too sharp
-    head = next(c for c in risk.candidates if c.method == "head")
+    head = next(c for c in risk.candidates if c.method == "head_all")
     assert head.cv_nll is None and head.error == "no hidden states"
 
 

@@ -11,6 +11,7 @@ import pytest
 import structlog
 
 from service.calibration import load_artifact, load_latest
+from service.calibration.calibrator import METHODS
 from service.calibration.fit import FitConfig, Refused
 from service.jobs import recal_commands
 from service.jobs.recalibrate import (
@@ -27,7 +28,7 @@ from tests.calibration import stored
 from tests.support import make_settings
 
 MODEL = ModelInfo(name="m.gguf", sha256="e" * 64)
-FAST = FitConfig(folds=3, cs=(1e-2, 1e-1), head_folds=2, min_per_class=5)
+FAST = FitConfig(folds=3, cs=(1e-2, 1e-1), head_folds=2, min_per_class=5, methods=METHODS)
 
 
 def _record(**overrides):

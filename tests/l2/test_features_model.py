@@ -99,3 +99,34 @@ def test_the_ticket_mean_covers_the_ticket_only(runner):
     # and a wrong row set would not pass: the answer state is far from the ticket mean
     mid = capture.answers[0]
     assert float(np.abs(a[f"risk@l{mid}"] - a[f"ticket@l{mid}"]).max()) > 0.1 * scale
+
+
+def test_the_replayed_classifier_decides_as_serving_does(runner, tmp_path):
+    """`triage study served` grades an artifact from the replay cache: its verdicts must be
+    serving's, ticket by ticket, with the bundled artifact applied."""
+    from service.calibration.loader import load_latest
+    from service.calibration.replay import ReplayCache, ReplayedClassifier, text_sha
+    from service.l2.classifier import DEFAULT_MODE, model_sha256
+
+    shared = shared_classifier()
+    outcome = load_latest(PROJECT_ROOT / "calibration", model_sha256(MODEL), shared.prompt_sha)
+    assert outcome.calibrator is not None, "the bundled artifact must match the bundled prompts"
+    capture = replay_capture(runner.n_layer)
+    cache = ReplayCache(tmp_path, model_sha256(MODEL), shared.prompt_sha, DEFAULT_MODE, capture)
+    replaying = Classifier(MODEL, runner=runner, capture=capture, timeout_s=300.0)
+    serving = Classifier(MODEL, runner=runner, calibrator=outcome.calibrator, timeout_s=300.0)
+    replayed = ReplayedClassifier(cache, shared.prompts, outcome.calibrator, shared.model_info)
+    for text in _texts():
+        runner.set_capture(capture)
+        raw = replaying.classify(text)
+        cache.put(text_sha(text), raw.result, raw.features, raw.truncated)
+        serving.set_calibrator(outcome.calibrator)
+        served = serving.classify(text).result
+        offline = replayed.classify(text).result
+        assert (offline.level, offline.red_flags, offline.team) == \
+            (served.level, served.red_flags, served.team)
+        assert offline.ood_blocked == served.ood_blocked
+        assert offline.ood_distance == pytest.approx(served.ood_distance, rel=1e-3)
+        for name, answer in served.answers.items():
+            for option, p in (answer.probabilities or {}).items():
+                assert offline.answers[name].probabilities[option] == pytest.approx(p, abs=1e-3)
