@@ -123,3 +123,13 @@ def test_the_green_gate_is_fitted_and_graded_without_the_tickets_it_grades():
     # a ticket without gate inputs can never be green
     data.gate_x[0] = np.nan
     assert fit_all(data, cfg).gate_blocked[0]
+
+
+def test_the_fit_says_where_it_is():
+    steps = []
+    calibrate(dataset(n=150, seed=3), FAST, step=lambda *a: steps.append(a))
+    questions = [q for stage, _, _, q in steps if stage == "final"]
+    assert questions[:2] == ["risk", "commitment"]
+    # then every outer fold of the nested evaluation, each over the same questions
+    assert sorted({fold for stage, fold, _, _ in steps if stage == "nested"}) == [1, 2, 3]
+    assert len(steps) == len(questions) * (1 + FAST.folds)
