@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from service.calibration.artifact import Candidate
-from service.calibration.calibrator import HEADS, METHODS, Method, QuestionModel
+from service.calibration.calibrator import HEADS, Method, QuestionModel
 from service.calibration.heads import DEFAULT_CS, fit_head, fit_head_at
 from service.calibration.maths import (
     DegenerateFit,

@@ -111,13 +111,13 @@ def write_report(directory: Path, meta: ArtifactMeta, calibration: Calibration, 
         f"- {meta.folds}-fold cross-validation (seed {meta.seed}); minimum labels per class "
         f"{meta.min_per_class}", "",
         "## How the figures are graded", "",
-        "Every figure below is out-of-fold. Per question, the candidate maps (raw softmax, "
-        "temperature, vector scaling, a head on the question's hidden state, a head on every "
-        "question's hidden state) are compared by k-fold cross-validated NLL and the lowest "
-        "wins; a head's regularisation C is the best of its grid on those same folds (so its "
+        "Every figure below is out-of-fold. Per question, the candidate maps this run fitted "
+        "(listed per question below: of raw softmax, temperature, vector scaling, a head on the "
+        "question's hidden state, a head on the chosen features) are compared by k-fold "
+        "cross-validated NLL and the lowest wins; a head's regularisation C is the best of its grid on those same folds (so its "
         "CV NLL is slightly optimistic). *After* figures and the *nested* confusion "
         "matrix come from an outer k-fold that repeats the whole procedure (method choice, "
-        "heads, thresholds) without the graded fold, so no ticket is graded by anything "
+        "heads, green gate, thresholds) without the graded fold, so no ticket is graded by anything "
         "fitted on it. *Before* is the raw probability, which nothing was fitted on. ECE: "
         f"top-label, {N_BINS} equal-width bins.", "",
         "## Per question", "",
@@ -160,7 +160,13 @@ def write_report(directory: Path, meta: ArtifactMeta, calibration: Calibration, 
     lines += [f"| not green when {f}: P(yes) ≥ | {d.yellow_flags.get(f, 0.5)} | "
               f"**{t.yellow_flags[f]:.3f}** |" for f in meta.yellow]
     lines += [
-        "", f"- green: {meta.green.reason}.",
+        "", f"- green: {meta.green.reason}. The bound holds only for tickets like the labelled "
+            "ones; the green gate and the audit's re-estimate on served greens cover the rest.",
+        *([f"- green gate on {', '.join(meta.gate.inputs)}: a ticket whose mean whitened "
+           f"distance to its {meta.gate.k} nearest labelled greens ({meta.gate.n_references}, "
+           f"{meta.gate.dims} components) is over {meta.gate.threshold:.2f} (the "
+           f"{meta.gate.quantile:.0%} quantile of the greens' own) is not green; it holds back "
+           f"{meta.gate.greens_blocked:.1%} of the labelled greens."] if meta.gate else []),
         *(f"- yellow flag {f} (no labels of its own; every green-labelled ticket is a labelled "
           f"'no'): {c.reason}." for f, c in meta.yellow.items()),
         f"- red and red flags: red recall {meta.red.recall:.1%} (target {meta.red.target:.0%}"
