@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -122,6 +123,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             if args.plot:
                 study.plot_curve(report, args.plot)
     report["sources"] = {k: len(v) for k, v in sources.items()}
+    report["command"] = "triage " + shlex.join(sys.argv[1:])
     _write(report, args.json)
     return 0
 
@@ -148,7 +150,8 @@ def _served(args: argparse.Namespace, settings) -> int:
     calibrator = load_artifact(args.calibration)
     classifier = ReplayedClassifier(cache, prompts, calibrator, ModelInfo(name=path.name,
                                                                           sha256=sha))
-    report: dict = {"calibration": calibrator.version, "sources": {}}
+    report: dict = {"calibration": calibrator.version, "sources": {},
+                    "command": "triage " + shlex.join(sys.argv[1:])}
     for item in args.data:
         name, _, file = item.partition("=")
         result, rows = run_eval(settings, read_labelled(file), classifier=classifier)
