@@ -45,9 +45,9 @@ def test_the_cli_writes_a_file_every_job_reads(tmp_path):
 
 
 def test_the_bundled_public_style_labels_follow_the_policy():
-    from service.labelled import LabelOnly
-
     import msgspec
+
+    from service.labelled import LabelOnly
 
     rows = (PROJECT_ROOT / "data" / "public-style" / "labels.jsonl").read_text().splitlines()
     labels = [msgspec.json.decode(r, type=LabelOnly) for r in rows]
