@@ -113,6 +113,7 @@ def _internal_problem(_: Request, exc: Exception) -> Response[Problem]:
 # anything else (not UTF-8, control characters, too long) is replaced, never an error.
 _REQUEST_ID = re.compile(rb"[!-~]{1,64}")
 REQUEST_ID_HEADER = b"x-request-id"
+_REQUEST_ID_STATE = "triage_request_id"
 
 
 def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
@@ -124,8 +125,7 @@ def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
 
 
 def metrics_middleware(app: ASGIApp) -> ASGIApp:
-    """Counts requests by route template and status, times them, and binds (and echoes) the
-    request id."""
+    """Counts requests by route template and status, times them, and binds the request id."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -135,15 +135,12 @@ def metrics_middleware(app: ASGIApp) -> ASGIApp:
         status_holder = {"status": 500}
         structlog.contextvars.clear_contextvars()
         request_id = request_id_of(scope.get("headers", []))
+        scope.setdefault("state", {})[_REQUEST_ID_STATE] = request_id  # type: ignore[typeddict-unknown-key]
         structlog.contextvars.bind_contextvars(request_id=request_id)
 
         async def send_wrapper(message: Any) -> None:
             if message["type"] == "http.response.start":
                 status_holder["status"] = message["status"]
-                headers = [(k, v) for k, v in message.get("headers", [])
-                           if k.lower() != REQUEST_ID_HEADER]
-                message = {**message, "headers": [*headers,
-                                                  (REQUEST_ID_HEADER, request_id.encode())]}
             await send(message)
 
         try:
@@ -154,6 +151,18 @@ def metrics_middleware(app: ASGIApp) -> ASGIApp:
             metrics.request_seconds.labels(route=route).observe(time.perf_counter() - started)
 
     return middleware
+
+
+async def echo_request_id(message: Any, scope: Scope) -> None:
+    """A before-send hook, so that every answer carries X-Request-ID, also a 404 or a 405 that
+    no route (and so no route middleware) saw."""
+    if message["type"] != "http.response.start":
+        return
+    request_id = scope.get("state", {}).get(_REQUEST_ID_STATE)
+    if request_id is None:
+        request_id = request_id_of(scope.get("headers", []))
+    headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER]
+    message["headers"] = [*headers, (REQUEST_ID_HEADER, request_id.encode())]
 
 
 def create_app(settings: Settings, redis_url: str, rules: Any,
@@ -190,6 +199,7 @@ def create_app(settings: Settings, redis_url: str, rules: Any,
         lifespan=[lifespan],
         state=state,
         middleware=[metrics_middleware],
+        before_send=[echo_request_id],
         exception_handlers={
             TriageError: _triage_problem,
             ValidationException: _validation_problem,
