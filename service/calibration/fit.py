@@ -42,6 +42,7 @@ from service.calibration.thresholds import (
     LevelSummary,
     RedChoice,
     YellowFlagChoice,
+    above_all,
     choose_green,
     choose_red,
     choose_yellow_flag,
@@ -353,6 +354,10 @@ def served_probs(data: Dataset, fits: dict[str, QuestionFit]) -> dict[str, np.nd
     return {q: (fits[q].oof if q in fits else raw_probs(d)) for q, d in data.questions.items()}
 
 
+# Below this many labelled greens no gate is fitted, and with a gate asked for, nothing is green.
+MIN_GATE_GREENS = 10
+
+
 def fit_green_gate(data: Dataset, cfg: FitConfig) -> tuple[GreenGate | None, np.ndarray]:
     """The gate on the labelled tickets with gate inputs, and which of them it holds back
     (greens measured without themselves). No gate inputs: no gate, nothing held back."""
@@ -362,9 +367,11 @@ def fit_green_gate(data: Dataset, cfg: FitConfig) -> tuple[GreenGate | None, np.
     truth = data.questions["risk"].labels
     ok = np.all(np.isfinite(data.gate_x), axis=1) & (truth >= 0)
     green = truth[ok] == 0
+    blocked = np.ones(n, dtype=bool)  # a ticket the gate cannot measure is never green
+    if green.sum() < MIN_GATE_GREENS:
+        return None, blocked  # too few greens to say what one looks like: nothing is green
     gate = fit_gate(data.gate_x[ok], green, list(data.gate_inputs), dims=cfg.gate_dims,
                     k=cfg.gate_k, quantile=cfg.gate_quantile)
-    blocked = np.ones(n, dtype=bool)  # a ticket the gate cannot measure is never green
     blocked[ok] = fitted_distances(gate, data.gate_x[ok], green) > gate.info.threshold
     return gate, blocked
 
@@ -459,6 +466,11 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None,
     open_rows = rows & ~blocked
     green = choose_green(p_green[open_rows], truth[open_rows], max_rate=cfg.max_false_green_rate,
                          confidence=cfg.confidence, floor=cfg.green_floor, margin=cfg.green_margin)
+    if data.gate_x is not None and gate is None:
+        green = msgspec.structs.replace(
+            green, threshold=above_all(np.array([1.0])), rule="no_gate",
+            reason=f"a green gate was asked for but fewer than {MIN_GATE_GREENS} labelled greens "
+                   "can say what a green looks like: no ticket is green with this artifact")
     red = choose_red(p_red[rows], {f: p[rows] for f, p in p_flags.items()}, truth[rows],
                      flag_labels, target=cfg.red_target, grid=cfg.grid)
     thresholds = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,

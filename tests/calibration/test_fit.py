@@ -133,3 +133,15 @@ def test_the_fit_says_where_it_is():
     # then every outer fold of the nested evaluation, each over the same questions
     assert sorted({fold for stage, fold, _, _ in steps if stage == "nested"}) == [1, 2, 3]
     assert len(steps) == len(questions) * (1 + FAST.folds)
+
+
+def test_with_too_few_greens_for_the_gate_nothing_is_green():
+    data = dataset(n=120, seed=12)
+    x = data.questions["risk"].features
+    data.gate_x, data.gate_inputs = x.copy(), ("ticket@l11",)
+    risk = data.questions["risk"].labels
+    greens = np.flatnonzero(risk == GREEN)
+    data.questions["risk"].labels[greens[8:]] = 1  # 8 greens left: too few to fit a gate
+    out = fit_all(data, FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5, gate_dims=4))
+    assert out.gate is None and out.green.rule == "no_gate"
+    assert out.thresholds.green > 1.0 and out.selection.green_rate == 0.0
