@@ -7,7 +7,7 @@ and interleaved (so drift in machine load hits every variant alike), it times:
   question bodies in one batch), and "rewind" (one question after the other, seq_rm back),
   with the largest probability difference between the served mode and rewind;
 - first question: the ticket and the risk question only; the marginal cost of the others;
-- without layers: the serving path with no intermediate layer read, so the cost of the layers
+- without layers: the raw path (no artifact, no intermediate layer read), so the cost of the layers
   the calibration's heads and green gate read (the features);
 - json: the old path, a JSON object (category, risk, confidence, reasoning) generated under a
   grammar after the same cached system context and ticket.
@@ -22,7 +22,6 @@ from typing import Any
 
 from service.l2.classifier import FALLBACK_QUESTIONS, Classifier
 from service.l2.decide import Fallback, decide, prefix_layout
-from service.l2.runner import Capture
 from service.results import ticket_text
 
 # The old path's instruction and grammar, reproduced here for measurement only.
@@ -63,7 +62,15 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
     from ..progress import progress
 
     texts = _texts(tickets)
-    classifier = classifier or Classifier.from_settings(settings)
+    if classifier is None:
+        classifier = Classifier.from_settings(settings)
+        # as a worker serves: with the artifact it would load, so the layers its heads and
+        # green gate read are read here too (the `layer_features` cost)
+        from service.calibration.loader import load_latest
+
+        classifier.set_calibrator(load_latest(settings.calibration_dir,
+                                              classifier.model_info.sha256,
+                                              classifier.prompt_sha).calibrator)
     runner = classifier.runner
     prompts = classifier.prompts
     questions = classifier.questions
@@ -105,11 +112,12 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         ms, first = timed(text, first_only)
         first_ms.append(ms)
         ticket_tokens.append(first.tokens_evaluated - first.suffix_tokens.get("risk", 0))
-        runner.set_capture(Capture())
+        served_calibrator = classifier.calibrator
+        classifier.set_calibrator(None)  # raw answers, no layer read: what the features cost
         started = time.perf_counter()
         classifier.classify(text)
         no_layers_ms.append((time.perf_counter() - started) * 1000)
-        runner.set_capture(served_capture)
+        classifier.set_calibrator(served_calibrator)
         json_answers_ms.append(timed(text, json_answers, mode=classifier.mode)[0])
         ms, n_json = _json_path(classifier, text)
         json_ms.append(ms)
@@ -146,6 +154,7 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         "system_tokens_reevaluated": runner.stats.prefix_tokens - prefix_tokens_at_start,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "kv_sharing": _kv_sharing(classifier.mode, logits_ms, other_ms, rewind_ms, max_diff),
+        "calibration": classifier.calibrator.version if classifier.calibrator else None,
         "layer_features": {
             "pooled_layers": list(served_capture.pooled),
             "answer_layers": list(served_capture.answers),
