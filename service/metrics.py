@@ -107,3 +107,35 @@ audit_false_green_rate = Gauge("triage_audit_false_green_ratio",
 audit_last_run_timestamp_seconds = Gauge("triage_audit_last_run_timestamp_seconds",
                                          "When the last audit finished (unix time)",
                                          registry=REGISTRY)
+# Served greens the audit drew uniformly and operators checked (service/audit/job.py): the
+# false-green rate on real traffic, its exact 95 % upper bound, and the bound it must stay under.
+audit_checked_false_green_ratio = Gauge(
+    "triage_audit_checked_false_green_ratio",
+    "False greens among the served greens operators checked (audit sample, checks window)",
+    registry=REGISTRY)
+audit_checked_false_green_upper_ratio = Gauge(
+    "triage_audit_checked_false_green_upper_ratio",
+    "One-sided 95 % Clopper-Pearson upper bound on that rate (1 with no check)",
+    registry=REGISTRY)
+audit_checked_greens = Gauge("triage_audit_checked_greens",
+                             "Served greens checked by operators in the checks window",
+                             registry=REGISTRY)
+audit_checked_false_greens = Gauge("triage_audit_checked_false_greens",
+                                   "Of those, the greens operators said needed a person",
+                                   registry=REGISTRY)
+max_false_green_rate_ratio = Gauge(
+    "triage_max_false_green_rate_ratio",
+    "TRIAGE_MAX_FALSE_GREEN_RATE: the false-green rate the green threshold is chosen to bound",
+    registry=REGISTRY)
+# {p}:audit:state field -> gauge: the audit job sets them, the API re-reads them at scrape time.
+AUDIT_STATE_GAUGES: dict[str, Gauge] = {
+    "kappa": audit_kappa,
+    "gating": audit_gating,
+    "false_green_rate": audit_false_green_rate,
+    "last_run": audit_last_run_timestamp_seconds,
+    "checked_false_green_rate": audit_checked_false_green_ratio,
+    "checked_false_green_upper": audit_checked_false_green_upper_ratio,
+    "checked_greens": audit_checked_greens,
+    "checked_false_greens": audit_checked_false_greens,
+    "max_false_green_rate": max_false_green_rate_ratio,
+}

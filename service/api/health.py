@@ -49,9 +49,7 @@ async def refresh_gauges(state: State) -> None:
     metrics.stream_pending.set(gauges["pending"])
     metrics.workers_alive.set(gauges["workers"])
     audit = gauges["audit"]
-    for field, gauge in (("kappa", metrics.audit_kappa), ("gating", metrics.audit_gating),
-                         ("false_green_rate", metrics.audit_false_green_rate),
-                         ("last_run", metrics.audit_last_run_timestamp_seconds)):
+    for field, gauge in metrics.AUDIT_STATE_GAUGES.items():
         if field in audit:
             try:
                 gauge.set(float(audit[field]))

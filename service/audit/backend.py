@@ -8,6 +8,7 @@ above 1, which always generates, under the GBNF that lists the criteria before t
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -36,15 +37,41 @@ def resolve_judge_model(settings: Settings, choice: str = "") -> tuple[Path, str
     return resolve_model_path(settings.model_path, settings.model_dir, settings.model_size)
 
 
+@functools.cache
+def _word_question_type():
+    from ..l2 import Question
+
+    class WordQuestion(Question, frozen=True):
+        words: tuple[str, str] = ("yes", "no")
+
+        def aliases(self) -> tuple[str, ...]:
+            return self.words
+
+    return WordQuestion
+
+
+def word_question(text: str, words: tuple[str, str]):
+    """A yes/no question read from the next-token probabilities of `words` (for yes, for no)
+    instead of option letters. service.l2 reads letters; only the aliases differ here."""
+    return _word_question_type()(kind="boolean", text=text, words=words)
+
+
 class L2Backend:
     """JudgeBackend over one service.l2 Runner."""
 
     def __init__(self, runner, *, model_sha256: str, framing: dict[str, str],
-                 answer_orders: int = 1, timeout_s: float = 60.0) -> None:
+                 answer_orders: int = 1, timeout_s: float = 60.0,
+                 answer_words: tuple[str, str] | None = None) -> None:
         from ..l2 import Framing
+        from ..l2.decide import check_aliases
 
         if answer_orders not in (1, 2):
             raise ValueError(f"answer_orders: expected 1 or 2, got {answer_orders}")
+        if answer_words is not None:
+            # Each word must be one token of this model's vocabulary (AliasError names it):
+            # checked here so that a bad word stops the command instead of every case.
+            check_aliases(runner, {"words": word_question("?", answer_words)})
+        self.answer_words = answer_words
         self.answer_orders = answer_orders
         self.runner = runner
         self.model_sha256 = model_sha256
@@ -55,12 +82,12 @@ class L2Backend:
     @classmethod
     def load(cls, model_path: Path, model_sha256: str, framing: dict[str, str], *,
              n_threads: int, n_ctx: int = 4096, answer_orders: int = 1,
-             timeout_s: float = 60.0) -> L2Backend:
+             timeout_s: float = 60.0, answer_words: tuple[str, str] | None = None) -> L2Backend:
         from ..l2 import Runner
 
         runner = Runner(model_path, n_threads=n_threads, n_ctx=n_ctx)
         return cls(runner, model_sha256=model_sha256, framing=framing,
-                   answer_orders=answer_orders, timeout_s=timeout_s)
+                   answer_orders=answer_orders, timeout_s=timeout_s, answer_words=answer_words)
 
     def _decide(self, context: str, state: str, questions: dict, fallback=None):
         from ..l2 import decide
@@ -75,7 +102,10 @@ class L2Backend:
                           questions: dict[str, str]) -> dict[str, float]:
         from ..l2 import Question
 
-        if self.answer_orders == 2:
+        if self.answer_words is not None:
+            asked = {name: word_question(text, self.answer_words)
+                     for name, text in questions.items()}
+        elif self.answer_orders == 2:
             # "A. yes / B. no" and "A. no / B. yes", averaged: small models favour the first
             # letter, and this cancels that bias instead of calibrating it away.
             asked = {name: Question(kind="choice", text=text, options=("yes", "no"),

@@ -187,6 +187,12 @@ def append_cases(new: Iterable[CalibrationCase], path: str | Path) -> list[Calib
     return fresh
 
 
+def needed_a_person(decision: Decision) -> bool:
+    """An operator's decision on a green ticket says the green was false: the level was raised
+    or the ticket was marked a false green."""
+    return decision.correct_level != "green" or decision.false_green
+
+
 def case_from_decision(
     *, ticket_id: str, subject: str | None, body: str, language: str | None,
     level_given: str, category_given: str | None, urgency_given: int | None,
@@ -198,7 +204,7 @@ def case_from_decision(
     no "instructs the system" mark, so those criteria count as passed for the human.
     """
     failed = []
-    if level_given == "green" and (decision.correct_level != "green" or decision.false_green):
+    if level_given == "green" and needed_a_person(decision):
         failed.append("green_needs_person")
     if decision.category is not None and category_given is not None \
             and decision.category != category_given:

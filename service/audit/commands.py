@@ -83,6 +83,11 @@ def register(subparsers) -> None:
     run.add_argument("--window", type=int, default=5000, help="newest results to sample from")
     run.add_argument("--green-share", type=float, default=0.6,
                      help="share of the sample drawn from greens")
+    run.add_argument("--check-greens", type=int, default=10, metavar="N",
+                     help="sampled greens sent to the audit queue for operators to check, "
+                          "whatever the judge says (the false-green rate on real traffic)")
+    run.add_argument("--checks-window-days", type=float, default=30.0,
+                     help="operator checks counted in the false-green bound")
     run.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible runs)")
     run.add_argument("--json", default="", metavar="OUT",
                      help="also write the report here ('-': stdout)")
@@ -101,7 +106,8 @@ def _judge(settings, args, cache=None) -> Judge:
         raise SystemExit(2) from None
     backend = L2Backend.load(path, sha, rubric.framing, n_threads=settings.n_threads,
                              n_ctx=settings.n_ctx, answer_orders=rubric.answer_orders,
-                             timeout_s=max(JUDGE_TIMEOUT_S, settings.l2_timeout_s))
+                             timeout_s=max(JUDGE_TIMEOUT_S, settings.l2_timeout_s),
+                             answer_words=rubric.answer_words)
     return Judge(backend, rubric, method=args.method, cache=cache)
 
 
@@ -231,15 +237,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = run_audit(client, keys, judge, state, cases_path=operator_cases,
                        sample_size=args.sample, window=args.window, green_share=args.green_share,
                        rng=random.Random(args.seed), max_age_s=settings.result_ttl_s,
-                       quiet=args.quiet)
+                       quiet=args.quiet, check_greens=args.check_greens,
+                       max_false_green_rate=settings.max_false_green_rate,
+                       checks_window_s=args.checks_window_days * 86400)
     json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings),
                                       criteria=record.criteria if record else None)
     if args.json:
         write_json(json_path.read_bytes(), args.json)
-    fg = report.false_green
+    fg, check = report.false_green, report.checked_greens
     print(f"audit: {len(report.tickets)} judged, false greens {fg.false_greens}/"
           f"{fg.greens_judged} (rate {_fmt(fg.rate)}, Wilson 95% [{fg.low:.3f}, {fg.high:.3f}]), "
           f"gating {'ON' if state.gating else 'OFF'}, queued {len(report.queued)}, "
-          f"indicative {len(report.indicative)}\nreport: {md_path}\n        {json_path}",
+          f"indicative {len(report.indicative)}\n"
+          f"operator checks: {check.false_greens}/{check.checked} false greens, 95% upper bound "
+          f"{check.upper:.4f} (max {check.max_rate}), {check.queued} greens queued for a check\n"
+          f"report: {md_path}\n        {json_path}",
           file=human_stream(args.json or None))
     return 0

@@ -3,13 +3,17 @@
 Redis keys read and written (service/keys.py names the shared ones):
 - {p}:results (stream, field `id`) and {p}:ticket:{id} (fields status, final_level, request,
   result, decision): what was decided and on which text; read only.
-- {p}:queue:audit (zset, score = time added): unacceptable tickets, only while gating.
+- {p}:queue:audit (zset, score = time added): unacceptable tickets, only while gating; and
+  `check_greens` of the sampled greens per run, whatever the judge said (operator checks).
 - {p}:audit:queued (hash, ticket id -> QueuedEntry JSON): what the audit queued and why, so
   that an operator's decision on it can become a calibration case; entries leave when decided
   or after `max_age_s` (the ticket itself has expired by then).
+- {p}:audit:green_checks (hash, ticket id -> GreenCheck JSON): operators' decisions on the
+  greens queued for a check; those older than the checks window are dropped.
 - {p}:decisions (stream, fields id, data): operators' decisions; read from a cursor.
-- {p}:audit:state (hash): kappa, gating, false_green_rate, last_run (what /metrics shows),
-  stale, and decisions_cursor (the last decisions entry already read).
+- {p}:audit:state (hash): kappa, gating, false_green_rate, last_run, the checked greens'
+  figures and max_false_green_rate (what /metrics shows, metrics.AUDIT_STATE_GAUGES), stale,
+  and decisions_cursor (the last decisions entry already read).
 - {p}:audit:verdicts:{key}: the verdict cache (service/audit/judge.py).
 """
 
@@ -29,9 +33,9 @@ from ..keys import Keys
 from ..progress import progress
 from ..results import Decision, TicketIn, ticket_text
 from .calibration import GatingState
-from .cases import append_cases, case_from_decision
+from .cases import append_cases, case_from_decision, needed_a_person
 from .judge import AuditedDecision, Judge, JudgeUnavailable
-from .report import AuditedTicket, AuditReport, false_green_estimate
+from .report import AuditedTicket, AuditReport, checked_greens, false_green_estimate
 from .sampling import stratified_sample
 
 log = structlog.get_logger()
@@ -43,13 +47,26 @@ def queued_key(keys: Keys) -> str:
     return f"{keys.prefix}:audit:queued"
 
 
+def checks_key(keys: Keys) -> str:
+    return f"{keys.prefix}:audit:green_checks"
+
+
 class QueuedEntry(msgspec.Struct, frozen=True):
     level: str
     category: str | None
     urgency: int | None
-    verdict: str
+    verdict: str | None  # None: queued for a check and the judge gave no verdict
     failed: list[str]
     queued_at: float
+    # A served green drawn uniformly and queued whatever the judge said: the operator's decision
+    # on it counts towards the false-green rate on real traffic. (A green queued because the
+    # judge objected does not: that draw is not uniform.)
+    check: bool = False
+
+
+class GreenCheck(msgspec.Struct, frozen=True):
+    decided_at: float
+    false_green: bool  # the operator raised the level or marked a false green
 
 
 class _ResultView(msgspec.Struct):
@@ -64,6 +81,7 @@ _request_decoder = msgspec.json.Decoder(TicketIn)
 _result_decoder = msgspec.json.Decoder(_ResultView)
 _decision_decoder = msgspec.json.Decoder(Decision)
 _queued_decoder = msgspec.json.Decoder(QueuedEntry)
+_check_decoder = msgspec.json.Decoder(GreenCheck)
 _encoder = msgspec.json.Encoder()
 
 
@@ -103,6 +121,7 @@ def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
     queued = {_s(k): _queued_decoder.decode(v) for k, v in
               client.hgetall(queued_key(keys)).items()}
     cases, done, last = [], [], None
+    checks: dict[str, bytes] = {}
     while True:
         entries = client.xrange(keys.decisions, min=low, count=500)
         if not entries:
@@ -116,6 +135,9 @@ def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
             entry = queued.get(decision.ticket_id)
             if entry is None:
                 continue  # not a ticket the audit queued
+            if entry.check and entry.level == "green":
+                checks[decision.ticket_id] = _encoder.encode(GreenCheck(
+                    decided_at=decision.decided_at, false_green=needed_a_person(decision)))
             request = client.hget(keys.ticket(decision.ticket_id), "request")
             done.append(decision.ticket_id)
             if request is None:
@@ -136,6 +158,8 @@ def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
         pipe.hset(keys.audit_state, CURSOR_FIELD, last)
     if done:
         pipe.hdel(queued_key(keys), *done)
+    if checks:
+        pipe.hset(checks_key(keys), mapping=checks)
     pipe.execute()
     for case in added:
         agreed = case.judge_verdict == case.human_verdict
@@ -153,11 +177,40 @@ def prune_queued(client, keys: Keys, max_age_s: float, now: float) -> int:
     return len(stale)
 
 
+def green_checks(client, keys: Keys, window_s: float, now: float) -> tuple[int, int]:
+    """(false greens, checks) among the operator checks decided in the last `window_s`; older
+    checks are dropped, so the figure follows today's traffic, model and thresholds."""
+    k = n = 0
+    old = []
+    for ticket_id, raw in client.hgetall(checks_key(keys)).items():
+        check = _check_decoder.decode(raw)
+        if now - check.decided_at > window_s:
+            old.append(ticket_id)
+            continue
+        n += 1
+        k += check.false_green
+    if old:
+        client.hdel(checks_key(keys), *old)
+    return k, n
+
+
+def _queue(client, keys: Keys, ticket_id: str, entry: QueuedEntry) -> None:
+    """Put a ticket in the audit queue and remember why; a check once asked stays a check."""
+    previous = client.hget(queued_key(keys), ticket_id)
+    if previous is not None and _queued_decoder.decode(previous).check:
+        entry = msgspec.structs.replace(entry, check=True)
+    pipe = client.pipeline(transaction=True)
+    pipe.zadd(keys.queue("audit"), {ticket_id: entry.queued_at}, nx=True)
+    pipe.hset(queued_key(keys), ticket_id, _encoder.encode(entry))
+    pipe.execute()
+
+
 def run_audit(
     client, keys: Keys, judge: Judge, gating: GatingState, *, cases_path: str | Path,
     sample_size: int = 60, window: int = 5000, green_share: float = 0.6,
     rng: random.Random | None = None, max_age_s: float = 30 * 86400, now: float | None = None,
-    quiet: bool = False,
+    quiet: bool = False, check_greens: int = 0, max_false_green_rate: float = 0.01,
+    checks_window_s: float = 30 * 86400,
 ) -> AuditReport:
     started = time.perf_counter()
     fixed_clock = now is not None
@@ -166,10 +219,14 @@ def run_audit(
     prune_queued(client, keys, max_age_s, now)
     sample = stratified_sample(recent_levels(client, keys, window), sample_size,
                                rng or random.Random(), green_share)
+    # The greens are in random order within their stratum: the first `check_greens` are a
+    # uniform draw of served greens, which operators check whatever the judge says.
+    to_check = set(sample.picked.get("green", [])[:max(0, check_greens)])
     tickets: list[AuditedTicket] = []
     unjudged: dict[str, str] = {}
     queued: list[str] = []
     indicative: list[str] = []
+    checking: list[str] = []
     for ticket_id, level in progress(sample.ids, desc="audit run", unit="ticket", quiet=quiet):
         loaded = _load(client, keys, ticket_id)
         if loaded is None:
@@ -180,29 +237,35 @@ def run_audit(
             text=ticket_text(request.subject, request.body),
             level=result.final_level,  # type: ignore[arg-type]
             category=result.category, urgency=result.urgency)
+        check = ticket_id in to_check and level == "green" and not decided
         try:
             verdict = judge.judge(decision)
         except JudgeUnavailable as exc:
             unjudged[ticket_id] = f"judge unavailable: {exc}"
+            verdict = None
+        push = verdict is not None and verdict.verdict == "unacceptable" and gating.gating \
+            and not decided
+        if push or check:
+            _queue(client, keys, ticket_id, QueuedEntry(
+                level=level, category=result.category, urgency=result.urgency,
+                verdict=verdict.verdict if verdict else None,
+                failed=verdict.failed if verdict else [], queued_at=now, check=check))
+        if check:
+            checking.append(ticket_id)
+        if verdict is None:
             continue
         eliminatory = {c.id for c in judge.rubric.criteria if c.kind == "eliminatory"}
         false_green = level == "green" and any(c in eliminatory for c in verdict.failed)
-        push = verdict.verdict == "unacceptable" and gating.gating and not decided
         if verdict.verdict == "unacceptable":
             (queued if push else indicative).append(ticket_id)
-        if push:
-            entry = QueuedEntry(level=level, category=result.category, urgency=result.urgency,
-                                verdict=verdict.verdict, failed=verdict.failed, queued_at=now)
-            pipe = client.pipeline(transaction=True)
-            pipe.zadd(keys.queue("audit"), {ticket_id: now}, nx=True)
-            pipe.hset(queued_key(keys), ticket_id, _encoder.encode(entry))
-            pipe.execute()
         tickets.append(AuditedTicket(
             ticket_id=ticket_id, level=level, category=result.category, urgency=result.urgency,
             verdict=verdict.verdict, failed=verdict.failed, false_green=false_green,
             p_fail={c.id: c.p_fail for c in verdict.criteria if c.applicable},
-            cached=verdict.cached, queued=push))
+            cached=verdict.cached, queued=push, checked=check))
     estimate = false_green_estimate(tickets, sample.population)
+    found, checked = green_checks(client, keys, checks_window_s, now)
+    checks = checked_greens(found, checked, max_false_green_rate, checks_window_s, len(checking))
     finished = now if fixed_clock else time.time()
     report = AuditReport(
         run_at=dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(timespec="seconds"),
@@ -212,8 +275,12 @@ def run_audit(
         sampled={level: len(ids) for level, ids in sample.picked.items()},
         false_green=estimate, unacceptable=queued + indicative, queued=queued,
         indicative=indicative, unjudged=unjudged, operator_cases_added=added, tickets=tickets,
-        elapsed_s=round(time.perf_counter() - started, 2))
+        elapsed_s=round(time.perf_counter() - started, 2), checked_greens=checks)
     publish_state(client, keys, report)
+    if checks.exceeded and checks.false_greens:
+        log.warning("audit_false_green_bound_exceeded", false_greens=checks.false_greens,
+                    checked=checks.checked, upper=round(checks.upper, 4),
+                    max_rate=checks.max_rate)
     if estimate.false_greens and gating.gating:
         log.warning("audit_false_greens", false_greens=estimate.false_greens,
                     greens_judged=estimate.greens_judged, rate=estimate.rate, queued=len(queued))
@@ -234,11 +301,18 @@ def publish_state(client, keys: Keys, report: AuditReport) -> dict[str, str]:
         "false_green_rate": _num(report.false_green.rate),
         "last_run": report.finished_at,
     }
+    check = report.checked_greens
+    if check is not None:
+        values |= {
+            "checked_false_green_rate": _num(check.rate),
+            "checked_false_green_upper": check.upper,
+            "checked_greens": float(check.checked),
+            "checked_false_greens": float(check.false_greens),
+            "max_false_green_rate": check.max_rate,
+        }
     fields = {name: repr(value) for name, value in values.items()}  # "nan" when unknown
     fields["stale"] = "1" if report.gating.stale else "0"
     client.hset(keys.audit_state, mapping=fields)
-    metrics.audit_kappa.set(values["kappa"])
-    metrics.audit_gating.set(values["gating"])
-    metrics.audit_false_green_rate.set(values["false_green_rate"])
-    metrics.audit_last_run_timestamp_seconds.set(values["last_run"])
+    for name, value in values.items():
+        metrics.AUDIT_STATE_GAUGES[name].set(value)
     return fields

@@ -5,6 +5,11 @@ The false-green rate is the share of audited greens on which the judge failed an
 criterion (a green that needed a person). Greens are drawn uniformly within their stratum, so
 that share estimates the rate among all greens; times the greens' share of the window it gives
 the share of all tickets that were false greens.
+
+The judge's figure is only as good as the judge. The figure that counts is the operators': some
+of the sampled greens go to the audit queue whatever the judge said, and the operators'
+decisions on them give the false-green rate on real traffic with an exact one-sided 95 % upper
+bound, compared with TRIAGE_MAX_FALSE_GREEN_RATE (the rate the green threshold promises).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import msgspec
 
 from .calibration import CriterionAgreement, GatingState
 from .plots import criterion_agreement_png
-from .stats import wilson_interval
+from .stats import checks_needed, false_green_upper, wilson_interval
 
 
 class AuditedTicket(msgspec.Struct, frozen=True):
@@ -31,6 +36,7 @@ class AuditedTicket(msgspec.Struct, frozen=True):
     p_fail: dict[str, float | None]
     cached: bool = False
     queued: bool = False  # pushed to the "audit" queue (only when gating)
+    checked: bool = False  # a sampled green sent to operators for a check, whatever the verdict
 
 
 class FalseGreenEstimate(msgspec.Struct, frozen=True):
@@ -44,6 +50,30 @@ class FalseGreenEstimate(msgspec.Struct, frozen=True):
     share_of_all: float | None  # rate * greens / total in the window
     share_low: float | None
     share_high: float | None
+
+
+class CheckedGreens(msgspec.Struct, frozen=True):
+    """Served greens drawn uniformly by the audit and checked by operators (in the window)."""
+
+    checked: int  # operator decisions on them
+    false_greens: int  # decisions that raised the level or marked a false green
+    rate: float | None  # false_greens / checked; None before the first check
+    upper: float  # one-sided 95 % Clopper-Pearson upper bound on the rate
+    max_rate: float  # TRIAGE_MAX_FALSE_GREEN_RATE
+    exceeded: bool  # upper > max_rate: the bound is not shown on real traffic
+    checks_needed: int  # checks, all right, it takes for the upper bound to reach max_rate
+    window_days: float
+    queued: int  # greens this run sent to the audit queue for a check
+
+
+def checked_greens(false_greens: int, checked: int, max_rate: float, window_s: float,
+                   queued: int) -> CheckedGreens:
+    upper = false_green_upper(false_greens, checked)
+    return CheckedGreens(
+        checked=checked, false_greens=false_greens,
+        rate=false_greens / checked if checked else None, upper=upper, max_rate=max_rate,
+        exceeded=upper > max_rate, checks_needed=checks_needed(max_rate),
+        window_days=round(window_s / 86400, 3), queued=queued)
 
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +94,7 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     operator_cases_added: list[str]
     tickets: list[AuditedTicket]
     elapsed_s: float
+    checked_greens: CheckedGreens | None = None
 
 
 def false_green_estimate(tickets: list[AuditedTicket],
@@ -84,6 +115,26 @@ def false_green_estimate(tickets: list[AuditedTicket],
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def _checked_markdown(check: CheckedGreens | None) -> list[str]:
+    if check is None:
+        return []
+    lines = ["## False greens checked by operators", "",
+             f"{check.false_greens} of {check.checked} served greens checked by operators in the "
+             f"last {check.window_days:g} days needed a person: rate **{_pct(check.rate)}**, "
+             f"one-sided 95 % upper bound **{check.upper:.2%}** "
+             f"(maximum {check.max_rate:.2%}, TRIAGE_MAX_FALSE_GREEN_RATE).",
+             f"This run sent {check.queued} sampled greens to the audit queue for a check."]
+    if not check.exceeded:
+        lines.append("The upper bound is within the maximum on real traffic.")
+    elif check.false_greens:
+        lines.append("**Operators found false greens and the upper bound is above the maximum.** "
+                     "Raise the green threshold or recalibrate with these decisions.")
+    else:
+        lines.append(f"Not yet shown on real traffic: it takes {check.checks_needed} checked "
+                     f"greens, all right, for the upper bound to reach {check.max_rate:.2%}.")
+    return [*lines, ""]
 
 
 def render_markdown(report: AuditReport) -> str:
@@ -116,6 +167,9 @@ def render_markdown(report: AuditReport) -> str:
         f"share of all tickets: {_pct(fg.share_of_all)} "
         f"[{_pct(fg.share_low)}, {_pct(fg.share_high)}].",
         "",
+    ]
+    lines += _checked_markdown(report.checked_greens)
+    lines += [
         "## Sample",
         "",
         "| level | in window | sampled |",

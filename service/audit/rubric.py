@@ -47,6 +47,9 @@ class RubricFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     framing: dict[str, str]  # service.l2.prompts.Framing fields: how questions are written
     answer_orders: int  # 1 or 2: option orders each yes/no question is asked in (averaged)
     criteria: tuple[Criterion, ...]
+    # The one-token answers read for yes and no: absent, the letters of the framing ("A. yes /
+    # B. no"); e.g. [yes, no] to read the words themselves (asked in one order only).
+    answer_words: tuple[str, str] | None = None
 
 
 class Rubric(msgspec.Struct, frozen=True):
@@ -62,6 +65,7 @@ class Rubric(msgspec.Struct, frozen=True):
     framing: dict[str, str]
     answer_orders: int
     sha256: str
+    answer_words: tuple[str, str] | None = None
 
     def render_ticket(self, text: str) -> str:
         return self.ticket_template.format(text=text)
@@ -118,6 +122,11 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
     if parsed.answer_orders not in (1, 2):
         raise RubricError(f"{rubric_path}: answer_orders must be 1 or 2, got "
                           f"{parsed.answer_orders}")
+    if parsed.answer_words is not None and (parsed.answer_orders != 1 or
+                                            len(set(parsed.answer_words)) != 2):
+        raise RubricError(f"{rubric_path}: answer_words needs two different words and "
+                          f"answer_orders 1 (words have no order to average), got "
+                          f"{list(parsed.answer_words)} with answer_orders {parsed.answer_orders}")
     if rule.eliminatory_failures < 1 or rule.secondary_failures < 1:
         raise RubricError(f"{rubric_path}: verdict_rule thresholds must be at least 1, got {rule}")
     for template, names in ((parsed.ticket_template, ("{text}",)),
@@ -130,7 +139,7 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
                   criteria=parsed.criteria, verdict_rule=rule,
                   ticket_template=parsed.ticket_template, decision_line=parsed.decision_line,
                   pairwise_question=parsed.pairwise_question, framing=parsed.framing,
-                  answer_orders=parsed.answer_orders,
+                  answer_orders=parsed.answer_orders, answer_words=parsed.answer_words,
                   sha256=folder_sha256(folder))
 
 

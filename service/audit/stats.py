@@ -1,4 +1,5 @@
-"""Pure statistics for the judge audit: Cohen's kappa, confusion matrix, per-class scores, Wilson.
+"""Pure statistics for the judge audit: Cohen's kappa, confusion matrix, per-class scores, Wilson,
+and the exact (Clopper-Pearson) upper bound on the false-green rate among operator-checked greens.
 
 No I/O and no model here, so every number the audit reports can be checked by hand in a test.
 """
@@ -9,6 +10,12 @@ import math
 from collections.abc import Sequence
 
 import msgspec
+
+# The same exact bound `triage recalibrate` states for its green threshold, so the audit's figure
+# on real traffic is comparable with the promise made on the labelled tickets.
+from service.calibration.thresholds import false_green_upper
+
+__all__ = ["false_green_upper"]  # re-exported for the audit report
 
 VERDICTS: tuple[str, str] = ("acceptable", "unacceptable")
 
@@ -94,3 +101,11 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def checks_needed(max_rate: float, confidence: float = 0.95) -> int:
+    """The fewest checked greens, all right, whose upper bound is at most `max_rate`:
+    (1 - max_rate)^n <= 1 - confidence (299 for 1 % at 95 %)."""
+    if not 0.0 < max_rate < 1.0:
+        raise ValueError(f"max_rate: expected a number in (0, 1), got {max_rate}")
+    return math.ceil(math.log(1.0 - confidence) / math.log(1.0 - max_rate))

@@ -16,7 +16,7 @@ import pytest
 from service import metrics
 from service.audit.calibration import GatingState
 from service.audit.cases import load_cases
-from service.audit.job import queued_key, run_audit
+from service.audit.job import checks_key, queued_key, run_audit
 from service.audit.judge import Judge, RedisVerdictCache
 from service.audit.report import render_markdown, write_report
 from service.audit.rubric import load_rubric
@@ -179,6 +179,73 @@ def test_operator_verdicts_on_audited_tickets_join_the_calibration_set(
                       rng=random.Random(1), now=3000.0)
     assert third.operator_cases_added == []
     assert len(load_cases(cases)) == 2
+    # T-refund was queued because the judge objected, not drawn for a check: its operator
+    # decision says nothing about the false-green rate of served greens (that draw is biased).
+    assert third.checked_greens.checked == 0 and redis_client.hlen(checks_key(keys)) == 0
+
+
+def _decide(client, keys: Keys, ticket_id: str, level: str, decided_at: float,
+            false_green: bool = False) -> None:
+    decision = Decision(ticket_id=ticket_id, operator="ana",
+                        action="approve" if level == "green" else "escalate",
+                        correct_level=level, given_level="green", decided_at=decided_at,
+                        false_green=false_green)
+    client.xadd(keys.decisions, {"id": ticket_id, "data": msgspec.json.encode(decision)})
+    client.hset(keys.ticket(ticket_id), "decision", msgspec.json.encode(decision))
+    client.zrem(keys.queue("audit"), ticket_id)
+
+
+def test_operators_check_sampled_greens_and_the_upper_bound_is_published(
+        redis_client, prefix, tmp_path: Path) -> None:
+    keys = Keys(prefix)
+    _store(redis_client, keys)
+    judge, _ = _judge(redis_client, keys)
+    cases = tmp_path / "cases.jsonl"
+    day = 86400.0
+    # Gating off: the judge queues nothing, yet every sampled green goes to the operators.
+    report = run_audit(redis_client, keys, judge, OFF, cases_path=cases, sample_size=10,
+                       rng=random.Random(1), now=1000.0, check_greens=4,
+                       max_false_green_rate=0.01, checks_window_s=30 * day)
+    assert sorted(m.decode() for m in redis_client.zrange(keys.queue("audit"), 0, -1)) == [
+        "T-hours", "T-howto", "T-refund"]  # T-gone expired: nothing to check
+    assert sorted(t.ticket_id for t in report.tickets if t.checked) == [
+        "T-hours", "T-howto", "T-refund"]
+    check = report.checked_greens
+    assert (check.queued, check.checked, check.false_greens, check.rate) == (3, 0, 0, None)
+    assert check.upper == 1.0 and check.exceeded and check.checks_needed == 299
+    state = redis_client.hgetall(keys.audit_state)
+    assert float(state[b"checked_false_green_upper"]) == 1.0
+    assert float(state[b"checked_greens"]) == 0.0
+    assert float(state[b"max_false_green_rate"]) == 0.01
+    assert math.isnan(float(state[b"checked_false_green_rate"]))
+    assert "299 checked greens" in render_markdown(report)
+
+    # Operators: the refund needed a person, the how-to was a right green; a decision on a
+    # ticket that was not drawn for a check (T-bug) does not count.
+    _decide(redis_client, keys, "T-refund", "red", decided_at=1100.0, false_green=True)
+    _decide(redis_client, keys, "T-howto", "green", decided_at=1200.0)
+    _decide(redis_client, keys, "T-bug", "red", decided_at=1300.0)
+    report = run_audit(redis_client, keys, judge, OFF, cases_path=cases, sample_size=10,
+                       rng=random.Random(1), now=2000.0, check_greens=4,
+                       max_false_green_rate=0.01, checks_window_s=30 * day)
+    check = report.checked_greens
+    assert (check.checked, check.false_greens, check.rate) == (2, 1, 0.5)
+    assert check.upper == pytest.approx(math.sqrt(0.95))  # exact bound for 1 of 2
+    assert check.exceeded
+    assert sorted(report.operator_cases_added) == ["T-howto", "T-refund"]
+    assert metrics.audit_checked_false_green_upper_ratio._value.get() == pytest.approx(
+        math.sqrt(0.95))
+    assert metrics.audit_checked_false_greens._value.get() == 1.0
+    assert metrics.max_false_green_rate_ratio._value.get() == 0.01
+    assert "Operators found false greens" in render_markdown(report)
+    # Decided greens are not queued again; T-hours, still undecided, stays queued as a check.
+    assert [m.decode() for m in redis_client.zrange(keys.queue("audit"), 0, -1)] == ["T-hours"]
+
+    # A month later those checks are out of the window: the figure follows today's traffic.
+    later = run_audit(redis_client, keys, judge, OFF, cases_path=cases, sample_size=10,
+                      rng=random.Random(1), now=1200.0 + 31 * day, check_greens=0,
+                      max_false_green_rate=0.01, checks_window_s=30 * day)
+    assert later.checked_greens.checked == 0 and redis_client.hlen(checks_key(keys)) == 0
 
 
 def test_state_is_nan_when_nothing_is_known(redis_client, prefix, tmp_path: Path) -> None:

@@ -84,6 +84,38 @@ def test_rubric_errors_name_the_file(tmp_path: Path) -> None:
         load_rubric(folder)
 
 
+def _with_answers(folder: Path, lines: str) -> None:
+    """The rubric with its answer form (answer_words, answer_orders) replaced by `lines`."""
+    path = folder / "rubric.yaml"
+    kept = [line for line in path.read_text().splitlines()
+            if not line.startswith(("answer_words:", "answer_orders:"))]
+    path.write_text("\n".join(kept) + "\n" + lines)
+
+
+def test_answer_words_are_read_and_need_one_order(tmp_path: Path) -> None:
+    folder = tmp_path / "judge"
+    shutil.copytree(DEFAULT_RUBRIC_DIR, folder)
+    _with_answers(folder, "answer_orders: 2\n")
+    assert load_rubric(folder).answer_words is None  # letters
+    _with_answers(folder, 'answer_words: ["Yes", "No"]\nanswer_orders: 1\n')
+    assert load_rubric(folder).answer_words == ("Yes", "No")
+    for bad in ('answer_words: ["Yes", "No"]\nanswer_orders: 2\n',
+                'answer_words: ["Yes", "Yes"]\nanswer_orders: 1\n'):
+        _with_answers(folder, bad)
+        with pytest.raises(RubricError, match="answer_words"):
+            load_rubric(folder)
+
+
+def test_a_word_question_reads_the_words_as_its_answers() -> None:
+    from service.audit.backend import word_question
+    from service.l2 import Framing
+
+    question = word_question("Does this ticket need a person?", ("Yes", "No"))
+    assert question.aliases() == ("Yes", "No") and question.labels() == ("yes", "no")
+    framing = Framing(boolean="{question}\nAnswer yes or no.")
+    assert framing.render(question) == "Does this ticket need a person?\nAnswer yes or no."
+
+
 @pytest.mark.parametrize(
     ("given", "label", "instructs", "failed"),
     [

@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from service.audit.stats import cohen_kappa, confusion_matrix, wilson_interval
+from service.audit.stats import (
+    checks_needed,
+    cohen_kappa,
+    confusion_matrix,
+    false_green_upper,
+    wilson_interval,
+)
 
 A, U = "acceptable", "unacceptable"
 
@@ -92,3 +98,22 @@ def test_wilson_edge_cases() -> None:
     assert wilson_interval(0, 0) == (0.0, 1.0)
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
+
+
+@pytest.mark.parametrize("k, n, upper", [
+    # k = 0: the bound solves (1 - u)^n = 0.05
+    (0, 1, 0.95), (0, 10, 1 - 0.05 ** (1 / 10)), (0, 299, 1 - 0.05 ** (1 / 299)),
+    # k = 1 of 2: P(X <= 1 | u) = 1 - u^2 = 0.05
+    (1, 2, math.sqrt(0.95)),
+    # nothing bounds the rate below 1
+    (0, 0, 1.0), (3, 3, 1.0),
+])
+def test_false_green_upper_is_the_exact_one_sided_bound(k: int, n: int, upper: float) -> None:
+    assert false_green_upper(k, n) == pytest.approx(upper, abs=1e-9)
+
+
+def test_checks_needed_is_where_the_bound_first_reaches_the_rate() -> None:
+    n = checks_needed(0.01)
+    assert n == 299
+    assert false_green_upper(0, n) <= 0.01 < false_green_upper(0, n - 1)
+    assert checks_needed(0.05) == 59

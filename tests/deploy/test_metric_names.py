@@ -123,7 +123,8 @@ def test_latency_panels_show_p50_p95_p99(metric):
 # Counts of things and 0/1 states carry no unit; everything else names its unit.
 UNITLESS = {"triage_queue_depth", "triage_stream_pending", "triage_stream_backlog",
             "triage_workers_alive", "triage_calibration_stale", "triage_calibration_loaded",
-            "triage_audit_kappa", "triage_audit_gating"}
+            "triage_audit_kappa", "triage_audit_gating", "triage_audit_checked_greens",
+            "triage_audit_checked_false_greens"}
 UNIT_SUFFIXES = ("_total", "_seconds", "_ratio", "_bytes", "_info")
 
 
