@@ -1,5 +1,5 @@
 """Pure statistics for the judge audit: Cohen's kappa, confusion matrix, per-class scores, Wilson,
-and the exact (Clopper-Pearson) upper bound on the false-green rate among operator-checked greens.
+and how many operator checks it takes for the false-green bound to reach a rate.
 
 No I/O and no model here, so every number the audit reports can be checked by hand in a test.
 """
@@ -10,12 +10,6 @@ import math
 from collections.abc import Sequence
 
 import msgspec
-
-# The same exact bound `triage recalibrate` states for its green threshold, so the audit's figure
-# on real traffic is comparable with the promise made on the labelled tickets.
-from service.calibration.thresholds import false_green_upper
-
-__all__ = ["false_green_upper"]  # re-exported for the audit report
 
 VERDICTS: tuple[str, str] = ("acceptable", "unacceptable")
 

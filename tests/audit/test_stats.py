@@ -6,13 +6,8 @@ import math
 
 import pytest
 
-from service.audit.stats import (
-    checks_needed,
-    cohen_kappa,
-    confusion_matrix,
-    false_green_upper,
-    wilson_interval,
-)
+from service.audit.stats import checks_needed, cohen_kappa, confusion_matrix, wilson_interval
+from service.calibration.thresholds import false_green_upper
 
 A, U = "acceptable", "unacceptable"
 
