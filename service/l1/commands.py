@@ -8,13 +8,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
+import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from service.l1.engine import evaluate
 from service.l1.pack import PackError, RulePack, load_pack
-from service.l1.report import corpus_fires, measure, read_jsonl, render, targets, write
+from service.l1.report import (
+    corpus_fires,
+    measure,
+    read_jsonl,
+    render,
+    render_languages,
+    summary,
+    targets,
+    write,
+)
 from service.results import ticket_text
 
 
@@ -34,6 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     report = commands.add_parser("report", help="L1 alone on a labelled JSONL set, as Markdown")
     report.add_argument("--data", required=True, help="labelled tickets (JSON Lines)")
+    report.add_argument("--also", action="append", default=[], metavar="FILE[@fit|@held]",
+                        help="another labelled set for the per-language table (repeatable); "
+                             "@fit / @held: the part of it rules were written against, or not")
+    report.add_argument("--json", help="write the per-language figures and green fires as JSON")
+    report.add_argument("--before", help="a --json file from an earlier pack, shown beside")
     report.add_argument("--out", help="Markdown file to update (default: print)")
     report.add_argument("--corpus", help="unlabelled tickets to count rule fires on (JSON Lines)")
     report.add_argument("--rules", help="pack file or directory (default: TRIAGE_RULES_DIR)")
@@ -122,10 +139,22 @@ def report_command(args: argparse.Namespace) -> int:
     try:
         rows = read_jsonl(args.data)
         corpus_rows = read_jsonl(args.corpus) if args.corpus else None
+        extra = {_set_name(path): _part(path) for path in args.also}
+        before = json.loads(Path(args.before).read_text(encoding="utf-8")) if args.before else None
     except (OSError, ValueError) as error:
         print(f"cannot read tickets: {error}", file=sys.stderr)
         return 1
     measured = measure(pack, rows)
+    sets = {Path(args.data).name: measured} | {name: measure(pack, data) for name, data in extra.items()}
+    languages: list[str] = []
+    for name, one in sets.items():
+        old = before.get("data", {}).get(name, {}) if before is not None else None
+        languages += render_languages(name, one, old) + [""]
+    if args.json:
+        result = {"rules_sha": pack.sha, "rules": len(pack.rules),
+                  "data": {name: summary(one) for name, one in sets.items()}}
+        Path(args.json).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
     command = "triage rules report " + " ".join(
         shlex.quote(part)
         for part in _argv(args)
@@ -138,6 +167,7 @@ def report_command(args: argparse.Namespace) -> int:
         data_name=Path(args.data).name,
         corpus=corpus_fires(pack, corpus_rows) if corpus_rows is not None else None,
         corpus_name=Path(args.corpus).name if args.corpus else "",
+        languages=languages[:-1],
     )
     if args.out:
         write(args.out, markdown)
@@ -152,8 +182,6 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def latency_command(args: argparse.Namespace) -> int:
-    import json
-
     from service.l1 import bench
 
     try:
@@ -174,9 +202,32 @@ def latency_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _set_name(spec: str) -> str:
+    path, _, part = spec.partition("@")
+    return Path(path).name + (f"@{part}" if part else "")
+
+
+def _part(spec: str) -> list[dict[str, Any]]:
+    """`FILE`, or `FILE@fit` / `FILE@held`: the two parts of a set rules were written against.
+
+    `held` is every ticket whose id's sha256 is 0 mod 3 (a third, fixed before any rule was
+    written against the set and never read while writing them); `fit` is the rest.
+    """
+    path, _, part = spec.partition("@")
+    rows = read_jsonl(path)
+    if not part:
+        return rows
+    if part not in ("fit", "held"):
+        raise ValueError(f"{spec}: the part after @ must be fit or held")
+    held = [int(hashlib.sha256(str(row.get("id", "")).encode()).hexdigest(), 16) % 3 == 0 for row in rows]
+    return [row for row, is_held in zip(rows, held, strict=True) if is_held == (part == "held")]
+
+
 def _argv(args: argparse.Namespace) -> list[str]:
     parts = ["--data", args.data]
-    for flag in ("out", "corpus", "rules"):
+    for path in args.also:
+        parts += ["--also", path]
+    for flag in ("out", "corpus", "rules", "json", "before"):
         if getattr(args, flag):
             parts += [f"--{flag}", getattr(args, flag)]
     return parts

@@ -42,6 +42,9 @@ class Measured:
     flag_total: Counter[str] = field(default_factory=Counter)
     flag_caught: Counter[str] = field(default_factory=Counter)
     misses: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
+    # (language, truth, L1 level) → tickets; and the green tickets any rule fired on
+    by_language: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    greens_fired: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
     def total(self, truth: str) -> int:
         return sum(self.matrix[(truth, level)] for level in L1_LEVELS)
@@ -66,7 +69,10 @@ def measure(pack: RulePack, rows: list[dict[str, Any]]) -> Measured:
         truth = row["risk"]
         result = evaluate(pack, ticket_text(row.get("subject"), row.get("body", "")))
         out.matrix[(truth, result.level)] += 1
+        out.by_language[(row.get("language") or "?", truth, result.level)] += 1
         fired = sorted({hit.id for hit in result.rules})
+        if truth == "green" and fired:
+            out.greens_fired.append((row.get("id", "?"), result.level, fired))
         for rule_id in fired:
             out.fires[rule_id][truth] += 1
         hit_flags = {hit.flag for hit in result.rules}
@@ -80,6 +86,69 @@ def measure(pack: RulePack, rows: list[dict[str, Any]]) -> Measured:
         if wrong:
             out.misses.append((row.get("id", "?"), truth, result.level, fired))
     return out
+
+
+def per_language(measured: Measured) -> dict[str, dict[str, int]]:
+    """Per language: reds, reds L1 caught as red, greens, greens any rule fired on."""
+    out: dict[str, dict[str, int]] = {}
+    for (language, truth, level), count in sorted(measured.by_language.items()):
+        row = out.setdefault(language, {"red": 0, "red_as_red": 0, "green": 0, "green_fired": 0})
+        if truth == "red":
+            row["red"] += count
+            row["red_as_red"] += count if level == "red" else 0
+        elif truth == "green":
+            row["green"] += count
+            row["green_fired"] += count if level != "none" else 0
+    return out
+
+
+def summary(measured: Measured) -> dict[str, Any]:
+    """What `--json` writes for one labelled set (and `--before` reads back)."""
+    return {
+        "per_language": per_language(measured),
+        "greens_fired": [
+            {"id": ticket, "level": level, "rules": fired}
+            for ticket, level, fired in measured.greens_fired
+        ],
+    }
+
+
+def render_languages(
+    name: str, measured: Measured, before: dict[str, Any] | None = None
+) -> list[str]:
+    """A per-language table of red recall and green fires, beside the `before` run if given."""
+    rows = per_language(measured)
+    old = (before or {}).get("per_language", {})
+    head = "| language | reds caught as red | greens raised by a rule |"
+    rule = "|---|---:|---:|"
+    if before is not None:
+        head += " before: reds caught | before: greens raised |"
+        rule += "---:|---:|"
+    lines = [f"#### `{name}`", "", head, rule]
+    total = {"red": 0, "red_as_red": 0, "green": 0, "green_fired": 0}
+    total_old = dict(total)
+    for language, row in rows.items():
+        for key in total:
+            total[key] += row[key]
+            total_old[key] += old.get(language, {}).get(key, 0)
+        lines.append(_language_row(language, row, old.get(language) if before is not None else None))
+    lines.append(_language_row("**all**", total, total_old if before is not None else None))
+    fired = measured.greens_fired
+    lines += ["", "Green tickets a rule fired on: " + (
+        ", ".join(f"{ticket} ({level}: {', '.join(rules)})" for ticket, level, rules in fired)
+        if fired else "none") + "."]
+    return lines
+
+
+def _language_row(language: str, row: dict[str, int], old: dict[str, int] | None) -> str:
+    def share(caught: int, total: int) -> str:
+        return f"{caught}/{total} ({caught / total:.0%})" if total else "–"
+
+    cells = f"| {language} | {share(row['red_as_red'], row['red'])} | {row['green_fired']}/{row['green']} |"
+    if old is not None:
+        cells += f" {share(old.get('red_as_red', 0), old.get('red', 0))} |"
+        cells += f" {old.get('green_fired', 0)}/{old.get('green', 0)} |"
+    return cells
 
 
 def corpus_fires(pack: RulePack, rows: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
@@ -116,6 +185,7 @@ def render(
     data_name: str,
     corpus: tuple[Counter[str], Counter[str]] | None = None,
     corpus_name: str = "",
+    languages: list[str] | None = None,
 ) -> str:
     lines = [
         BEGIN,
@@ -168,6 +238,8 @@ def render(
             "L1 levels: " + ", ".join(f"{level} {corpus_levels[level]}" for level in L1_LEVELS)
             + ". Read what fires there to check that rules generalise (see the table above).",
         ]
+    if languages:
+        lines += ["", "### Per language", ""] + languages
     lines += ["", "### Dev tickets where L1 alone disagrees with the label", ""]
     if measured.misses:
         lines.append("| ticket | truth | L1 | rules |")
