@@ -191,6 +191,11 @@ def gating_state(
         reasons.append("kappa undefined (judge and humans each gave a single verdict)")
     elif record.kappa < kappa_min:
         reasons.append(f"kappa {record.kappa:.3f} < kappa_min {kappa_min:.2f}")
+    elif record.baseline_kappa is not None and record.kappa <= record.baseline_kappa:
+        # A judge no better than "every green is unacceptable" has learnt the set's
+        # composition, not the tickets: it must not act on its own authority.
+        reasons.append(f"kappa {record.kappa:.3f} does not beat the level-only baseline "
+                       f"{record.baseline_kappa:.3f}")
     if record.n < min_cases:
         reasons.append(f"only {record.n} calibration cases (< {min_cases})")
     return GatingState(gating=not reasons, stale=stale, kappa=record.kappa, kappa_min=kappa_min,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from service.audit.calibration import (
@@ -125,6 +126,17 @@ def test_gating_off_below_0_6_and_without_calibration(tmp_path: Path) -> None:
     never = gating_state(None, judge_model_sha256="a" * 64, rubric_sha256=rubric.sha256,
                          method="logits", kappa_min=0.6)
     assert never.stale and not never.gating and "never calibrated" in never.reasons[0]
+
+
+def test_a_judge_no_better_than_the_level_alone_does_not_gate(tmp_path: Path) -> None:
+    record, rubric = _record(tmp_path)
+    assert record.kappa == pytest.approx(1.0)
+    for baseline, gating in ((0.7, True), (1.0, False)):
+        state = gating_state(msgspec.structs.replace(record, baseline_kappa=baseline),
+                             judge_model_sha256="a" * 64, rubric_sha256=rubric.sha256,
+                             method="logits", kappa_min=0.6)
+        assert state.gating is gating
+    assert "level-only baseline 1.000" in state.reasons[0]
 
 
 def test_too_few_cases_do_not_earn_gating(tmp_path: Path) -> None:
