@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from service.keys import WORKER_GROUP, Keys  # noqa: E402
+from service.store import WORKER_GROUP, Keys  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 
@@ -59,7 +59,7 @@ def redis_server_binary() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
-    from service.redis_conn import embedded_server_binary
+    from service.store.connection import embedded_server_binary
 
     return str(embedded_server_binary())
 

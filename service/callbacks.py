@@ -17,19 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import httpx
-import msgspec
 import redis
 import structlog
 
 from . import metrics, webhooks
-from .keys import Keys
-from .results import TicketIn
 from .settings import Settings
-from .store import claimed_entries, ensure_group
+from .store import CallbackEntry, CallbackStore, Keys
 
 log = structlog.get_logger()
-GROUP = "callbacks"
-_request_decoder = msgspec.json.Decoder(TicketIn)
 RESTART_MAX_DELAY_S = 30.0
 
 
@@ -46,8 +41,7 @@ class CallbackSender:
     def __init__(self, settings: Settings, client: redis.Redis, consumer: str,
                  parallel: int = 4) -> None:
         self.settings = settings
-        self.client = client
-        self.keys = Keys(settings.redis_prefix)
+        self.store = CallbackStore(client, Keys(settings.redis_prefix))
         self.consumer = consumer
         self.stop = threading.Event()
         self.pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="callback")
@@ -77,47 +71,27 @@ class CallbackSender:
         while not self.stop.is_set():
             try:
                 if not ensured:
-                    ensure_group(self.client, self.keys.callbacks, GROUP)
+                    self.store.ensure_group()
                     ensured = True
-                entries = self._next_entries()
+                entries = self.store.next_entries(
+                    self.consumer, min_idle_ms=max(self.settings.claim_idle_ms, 60_000),
+                    count=self.parallel, block_ms=1000)
             except redis.RedisError as error:
                 log.warning("callback_redis_unavailable", error=type(error).__name__)
                 ensured = False  # a restarted Redis without persistence has lost the group
                 self.stop.wait(1.0)
                 continue
-            futures = [self.pool.submit(self._deliver_entry, entry_id, fields)
-                       for entry_id, fields in entries]
+            futures = [self.pool.submit(self._deliver_entry, entry) for entry in entries]
             for future in futures:
                 future.result()
-
-    def _next_entries(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        """Ours left pending by a Redis error first, then others' abandoned ones, then new."""
-        own = self.client.xreadgroup(GROUP, self.consumer, {self.keys.callbacks: "0"},
-                                     count=self.parallel) or []
-        entries = [(e[0], e[1]) for _stream, items in own for e in items if e]
-        gone = [entry_id for entry_id, fields in entries if not fields]
-        if gone:  # deleted while pending: nothing to send
-            self.client.xack(self.keys.callbacks, GROUP, *gone)
-        entries = [(i, f) for i, f in entries if f]
-        if entries:
-            return entries
-        claimed = claimed_entries(self.client.xautoclaim(
-            self.keys.callbacks, GROUP, self.consumer,
-            min_idle_time=max(self.settings.claim_idle_ms, 60_000), count=self.parallel))
-        entries = [(e[0], e[1]) for e in claimed if e and e[1]]
-        fresh = self.client.xreadgroup(GROUP, self.consumer, {self.keys.callbacks: ">"},
-                                       count=self.parallel, block=1000) or []
-        for _stream, items in fresh:
-            entries.extend((e[0], e[1]) for e in items)
-        return entries
 
     def close(self) -> None:
         self.stop.set()
         self.pool.shutdown(wait=True)
         self.http.close()
 
-    def _deliver_entry(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
-        ticket_id = fields[b"id"].decode()
+    def _deliver_entry(self, entry: CallbackEntry) -> None:
+        ticket_id = entry.ticket_id
         try:
             outcome, reason = self.deliver(ticket_id)
         except redis.RedisError as error:
@@ -131,25 +105,19 @@ class CallbackSender:
             outcome, reason = "error", type(error).__name__
         if outcome == "interrupted":
             return
-        self._settle(entry_id, ticket_id, outcome, reason)
+        self._settle(entry, outcome, reason)
 
-    def _settle(self, entry_id: bytes, ticket_id: str, outcome: str, reason: str) -> None:
+    def _settle(self, entry: CallbackEntry, outcome: str, reason: str) -> None:
         """Record the outcome. Retried while Redis is away, so that a delivered callback is not
         sent again because its acknowledgement failed (unless this process stops meanwhile:
         then it is sent again, with the same webhook-id)."""
         delay = 0.5
         while True:
-            pipe = self.client.pipeline(transaction=True)
-            if outcome != "delivered":
-                pipe.xadd(self.keys.callbacks_dead, {"id": ticket_id, "outcome": outcome,
-                                                     "reason": reason, "at": repr(time.time())})
-            pipe.xack(self.keys.callbacks, GROUP, entry_id)
-            pipe.xdel(self.keys.callbacks, entry_id)
             try:
-                pipe.execute()
+                self.store.settle(entry, outcome, reason)
                 break
             except redis.RedisError as error:
-                log.warning("callback_settle_retry", ticket_id=ticket_id, outcome=outcome,
+                log.warning("callback_settle_retry", ticket_id=entry.ticket_id, outcome=outcome,
                             error=type(error).__name__)
                 if self.stop.wait(delay):
                     return
@@ -159,14 +127,14 @@ class CallbackSender:
     def deliver(self, ticket_id: str) -> tuple[str, str]:
         """POST the stored result: (delivered | refused | gone | failed | interrupted, reason).
         Redis errors propagate: the caller leaves the entry pending."""
-        stored = self.client.hmget(self.keys.ticket(ticket_id), ["request", "result"])
-        if not stored[0] or not stored[1]:
+        payload = self.store.payload(ticket_id)
+        if payload is None:
             return "gone", "the ticket or its result is no longer stored"
-        url = _request_decoder.decode(stored[0]).callback_url
+        url = payload.url
         if not url or not host_allowed(url, self.settings.callback_hosts):
             log.warning("callback_refused", ticket_id=ticket_id)
             return "refused", "callback_url's host is not in TRIAGE_CALLBACK_HOSTS"
-        body = stored[1]
+        body = payload.body
         delay = self.settings.callback_backoff_s
         reason = ""
         for attempt in range(1, self.settings.callback_attempts + 1):

@@ -101,7 +101,7 @@ def _app(settings: Settings, redis_url: str, holder):
 def _build_worker(settings: Settings, allow_embedded: bool = False):
     from .l2 import Classifier
     from .model_fetch import ModelError
-    from .redis_conn import connect
+    from .store.connection import connect
     from .worker import Worker
 
     # Redis first: a worker without one should say so in a second, not after loading a model.
@@ -135,7 +135,7 @@ def _start_callbacks(settings: Settings, client, consumer: str):
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .redis_conn import resolve_redis_url
+    from .store.connection import resolve_redis_url
 
     settings = _settings()
     _require_tokens(settings)
@@ -172,10 +172,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """API at once; the worker loads the model in its own thread (/readyz says when it is up)."""
     import msgspec
-    import redis
     import uvicorn
 
-    from .redis_conn import RedisUnavailable, resolve_redis_url
+    from .store.connection import RedisUnavailable, client_for, resolve_redis_url
 
     settings = _dev_tokens(_settings())
     holder = _rules(settings)
@@ -199,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     worker_thread = threading.Thread(target=work, name="worker", daemon=True)
     worker_thread.start()
-    sender_client = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=3)
+    sender_client = client_for(redis_url, socket_timeout=10, socket_connect_timeout=3)
     sender = _start_callbacks(settings, sender_client, f"run-{os.getpid()}")
     print(f"triage: API on http://{settings.host}:{settings.port} (OpenAPI at /schema, console "
           f"at /ui), Redis {redis_url}; the worker is loading the model", file=sys.stderr,
@@ -270,7 +269,7 @@ EXIT_NO_REDIS = 4
 def main(argv: list[str] | None = None) -> int:
     import redis
 
-    from .redis_conn import RedisUnavailable
+    from .store.connection import RedisUnavailable
 
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     parser = build_parser()

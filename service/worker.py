@@ -13,21 +13,17 @@ import threading
 import time
 from typing import Any, Protocol
 
-import msgspec
 import numpy as np
 import redis
 import structlog
 
 from . import metrics
-from .keys import Keys
 from .pipeline import combine, unavailable
-from .results import L1Result, L2Result, ModelInfo, TicketIn, Timings, ticket_text
+from .results import L1Result, L2Result, ModelInfo, Timings, ticket_text
 from .settings import Settings
-from .store import Delivery, WorkerStore
+from .store import Delivery, Keys, WorkerStore
 
 log = structlog.get_logger()
-_l1_decoder = msgspec.json.Decoder(L1Result)
-_request_decoder = msgspec.json.Decoder(TicketIn)
 
 
 class Classification(Protocol):
@@ -42,22 +38,6 @@ class ClassifierLike(Protocol):
     prompt_sha: str
 
     def classify(self, text: str, timeout_s: float | None = None) -> Classification: ...
-
-
-def encode_features(features: dict[str, np.ndarray]) -> bytes:
-    """Hidden states as msgpack {question: float32 bytes}: what recalibration fits heads on."""
-    if not features:
-        return b""
-    payload = {name: np.asarray(vector, dtype=np.float32).tobytes()
-               for name, vector in features.items()}
-    return msgspec.msgpack.encode({"dtype": "float32", "features": payload})
-
-
-def decode_features(blob: bytes) -> dict[str, np.ndarray]:
-    if not blob:
-        return {}
-    data = msgspec.msgpack.decode(blob)
-    return {name: np.frombuffer(raw, dtype=np.float32) for name, raw in data["features"].items()}
 
 
 class Worker:
@@ -147,19 +127,18 @@ class Worker:
         if delivery.claimed:
             metrics.redeliveries_total.inc()
         stored = self.store.ticket(delivery.ticket_id)
-        if stored is None or "request" not in stored:
+        if stored is None or stored.request is None:
             log.warning("ticket_missing_acknowledged")
             self.store.acknowledge(delivery)
             return
-        if stored.get("status") in ("done", "failed"):
+        if stored.finished:
             self.store.acknowledge(delivery)  # another delivery already finished it
             return
-        accepted_at = float(stored["accepted_at"])
-        l1 = _l1_decoder.decode(stored["l1"])
+        assert stored.l1 is not None and stored.accepted_at is not None  # written with request
+        accepted_at, l1, request = stored.accepted_at, stored.l1, stored.request
         if delivery.deliveries > self.settings.max_deliveries:
-            self._dead_letter(delivery, l1, accepted_at, stored.get("callback") == "1")
+            self._dead_letter(delivery, l1, accepted_at, stored.callback)
             return
-        request = _request_decoder.decode(stored["request"])
         started_wall = time.time()
         self.store.mark_processing(delivery.ticket_id, self.consumer, started_wall)
         text = ticket_text(request.subject, request.body)
@@ -174,14 +153,14 @@ class Worker:
             l2, features = unavailable(f"classifier error: {type(error).__name__}"), {}
         l2_seconds = time.perf_counter() - started
         completed_at = time.time()
-        timings = Timings(l1=float(stored.get("l1_ms", 0.0)),
+        timings = Timings(l1=stored.l1_ms,
                           queue_wait=round((started_wall - accepted_at) * 1000, 3),
                           l2=round(l2_seconds * 1000, 3),
                           total=round((completed_at - accepted_at) * 1000, 3))
         result = combine(delivery.ticket_id, l1, l2, self.classifier.model_info,
                          self.classifier.prompt_sha, timings, completed_at)
-        newly_stored = self.store.store_result(delivery, result, encode_features(features),
-                                               stored.get("callback") == "1", accepted_at)
+        newly_stored = self.store.store_result(delivery, result, features, stored.callback,
+                                               accepted_at)
         self.processed += 1
         if not newly_stored:
             log.info("result_already_stored")

@@ -6,7 +6,7 @@ kubernetes-validate (deploy/check.sh) checks each built-in object against the AP
 has no schema for KEDA's ScaledObject and no idea what triage needs. This checks:
 - every object: apiVersion, kind, metadata.name, namespace `triage`; names unique per kind;
 - the ScaledObject (schema-light): its required fields, a target Deployment that exists, and
-  a redis-streams trigger on the service's own stream (service.keys) in streamLength mode;
+  a redis-streams trigger on the service's own stream (service.store.keys) in streamLength mode;
 - pods: selectors match template labels; every ConfigMap, Secret, PVC and volume they use is
   defined (the Secret `triage-secrets` is created by hand, docs/deploy.md); probes name
   declared ports; arguments parse with the real `triage` command line (service.cli);
@@ -48,7 +48,7 @@ def _settings_env() -> set[str]:
 
 
 def _keys():
-    from service.keys import WORKER_GROUP, Keys
+    from service.store import WORKER_GROUP, Keys
 
     return Keys, WORKER_GROUP
 

@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 import structlog
 from litestar import Litestar, Request, Response
 from litestar.datastructures import State
@@ -26,8 +25,6 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .. import metrics
 from ..errors import StoreUnavailable, TriageError
-from ..keys import Keys
-from ..ratelimit import RedisTokenBucket
 from ..settings import Settings
 from ..store import AsyncStore
 from .auth import TokenTable
@@ -171,21 +168,16 @@ def create_app(settings: Settings, redis_url: str, rules: Any,
 
     @asynccontextmanager
     async def lifespan(app: Litestar):
-        client = aioredis.Redis.from_url(redis_url, socket_timeout=2.0,
-                                         socket_connect_timeout=2.0, health_check_interval=10)
-        app.state.store = AsyncStore(client, Keys(settings.redis_prefix), settings.result_ttl_s,
-                                     settings.idempotency_ttl_s, settings.stream_max_len)
-        keys = Keys(settings.redis_prefix)
-        app.state.rate_limiter = RedisTokenBucket(
-            client, keys.ratelimit("ingest"), settings.ingest_rate_per_s, settings.ingest_burst,
+        app.state.store = store = AsyncStore.connect(redis_url, settings)
+        app.state.rate_limiter = store.rate_limiter(
+            "ingest", settings.ingest_rate_per_s, settings.ingest_burst,
             "ingest rate limit for this token exceeded")
-        app.state.login_limiter = RedisTokenBucket(
-            client, keys.ratelimit("login"), LOGIN_RATE_PER_S, LOGIN_BURST,
-            "too many sign-in attempts from this address")
+        app.state.login_limiter = store.rate_limiter(
+            "login", LOGIN_RATE_PER_S, LOGIN_BURST, "too many sign-in attempts from this address")
         try:
             yield
         finally:
-            await client.aclose()
+            await app.state.store.aclose()
 
     state = State({
         "settings": settings,

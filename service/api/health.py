@@ -21,7 +21,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(state: State) -> Response[dict[str, object]]:
     checks: dict[str, object] = {}
     try:
-        checks["redis"] = bool(await state.store.client.ping())
+        checks["redis"] = await state.store.ping()
     except Exception as error:  # readiness reports, it never raises
         checks["redis"] = False
         checks["redis_error"] = type(error).__name__

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-import msgspec
 import structlog
 from litestar import get, post
 from litestar.datastructures import State
@@ -13,8 +12,8 @@ from litestar.params import Parameter
 
 from .. import metrics
 from ..errors import InvalidTicket, NotFound
-from ..results import Decision, DecisionIn, L1Result, TicketIn, TriageResult
-from ..store import AsyncStore
+from ..results import Decision, DecisionIn
+from ..store import AsyncStore, StoredTicket
 from .auth import require
 from .schemas import (
     DecisionRecorded,
@@ -26,9 +25,6 @@ from .schemas import (
 )
 
 log = structlog.get_logger()
-_result_decoder = msgspec.json.Decoder(TriageResult)
-_l1_decoder = msgspec.json.Decoder(L1Result)
-_request_decoder = msgspec.json.Decoder(TicketIn)
 _CATEGORIES = {"billing", "technical", "account", "shipping", "sales", "security", "legal", "other"}
 
 
@@ -45,24 +41,27 @@ def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
                             field="cursor") from None
 
 
-def queue_item(ticket_id: str, stored: dict[str, str], now: float) -> QueueItem:
+def queue_item(stored: StoredTicket, now: float) -> QueueItem:
     """Summarise a stored ticket for a queue listing (also used by the operator console)."""
-    accepted_at = float(stored.get("accepted_at", now))
-    request = _request_decoder.decode(stored["request"])
-    if "result" in stored:
-        result = _result_decoder.decode(stored["result"])
+    ticket_id = stored.id
+    accepted_at = stored.accepted_at if stored.accepted_at is not None else now
+    request = stored.request
+    assert request is not None  # the listing skips tickets without one
+    result = stored.result
+    if result is not None:
         risk = result.l2.answers.get("risk")
         l2 = L2Summary(level=result.l2.level, method=result.l2.method,
                        calibrated=result.l2.calibrated, red_flags=result.l2.red_flags,
                        risk=risk.probabilities if risk else None)
-        return QueueItem(id=ticket_id, level=result.final_level, status=stored["status"],
+        return QueueItem(id=ticket_id, level=result.final_level, status=stored.status,  # type: ignore[arg-type]
                          accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
                          subject=request.subject, category=result.category,
                          urgency=result.urgency,
                          l1=L1Summary(level=result.l1.level, rules=result.l1.rules), l2=l2,
                          calibrated_fields=result.calibrated_fields)
-    l1 = _l1_decoder.decode(stored["l1"])
-    return QueueItem(id=ticket_id, level="yellow", status=stored["status"],
+    l1 = stored.l1
+    assert l1 is not None  # written with the request
+    return QueueItem(id=ticket_id, level=stored.level, status=stored.status,  # type: ignore[arg-type]
                      accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
                      subject=request.subject, category=None, urgency=None,
                      l1=L1Summary(level=l1.level, rules=l1.rules), l2=None)
@@ -71,14 +70,14 @@ def queue_item(ticket_id: str, stored: dict[str, str], now: float) -> QueueItem:
 async def queue_listing(store: AsyncStore, queue: str, limit: int, cursor: str | None) -> QueuePage:
     """One page of a queue, oldest first (the API route and the console both serve this)."""
     page = await store.queue_page(queue, limit, _parse_cursor(cursor))
-    depth = await store.client.zcard(store.keys.queue(queue))
+    depth = await store.queue_depth(queue)
     now = time.time()
     items = []
     for ticket_id, _score in page:
         stored = await store.ticket(ticket_id)
-        if stored is None or "request" not in stored:
+        if stored is None or stored.request is None:
             continue  # expired ticket whose id is still queued: skip, never fail the page
-        items.append(queue_item(ticket_id, stored, now))
+        items.append(queue_item(stored, now))
     next_cursor = f"{page[-1][1]!r}:{page[-1][0]}" if len(page) == limit else None
     return QueuePage(queue=queue, depth=int(depth), items=items, next_cursor=next_cursor)
 
@@ -115,7 +114,7 @@ async def apply_decision(store: AsyncStore, ticket_id: str, data: DecisionIn) ->
     stored = await store.ticket(ticket_id)
     if stored is None:
         raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
-    given = stored.get("final_level") or "yellow"  # not triaged yet counts as yellow
+    given = stored.level
     if data.false_green and given != "green":
         raise InvalidTicket("false_green applies only to a ticket that was green",
                             field="false_green")

@@ -24,15 +24,13 @@ from ..errors import (
     TooLarge,
 )
 from ..l1 import evaluate as evaluate_rules
-from ..results import L1Result, TicketIn, TriageResult, ticket_text
-from ..store import QueueFull
+from ..results import TicketIn, TriageResult, ticket_text
+from ..store import QueueFull, StoredTicket
 from .auth import require
 from .schemas import L1Summary, TicketAccepted, TicketPending, problem_responses
 
 log = structlog.get_logger()
 _encoder = msgspec.json.Encoder()
-_result_decoder = msgspec.json.Decoder(TriageResult)
-_l1_decoder = msgspec.json.Decoder(L1Result)
 
 
 def new_ticket_id() -> str:
@@ -110,17 +108,11 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
 
     ticket_id = new_ticket_id()
     accepted_at = time.time()
-    fields = {
-        "id": ticket_id,
-        "status": "queued",
-        "request": payload.decode(),
-        "l1": _encoder.encode(l1).decode(),
-        "accepted_at": repr(accepted_at),
-        "l1_ms": f"{l1_seconds * 1000:.3f}",
-        "callback": "1" if data.callback_url else "0",
-    }
+    ticket = StoredTicket(id=ticket_id, status="queued", request=data, l1=l1,
+                          accepted_at=accepted_at, l1_ms=l1_seconds * 1000,
+                          callback=bool(data.callback_url))
     try:
-        outcome = await state.store.accept(ticket_id, fields, payload_sha, idem_key)
+        outcome = await state.store.accept(ticket, payload_sha, idem_key)
     except QueueFull as full:
         raise QueueFullError(
             f"{full.backlog} tickets are waiting (bound {settings.stream_max_len})",
@@ -131,11 +123,10 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
             raise IdempotencyConflict("this Idempotency-Key was used with a different payload",
                                       field="Idempotency-Key")
         existing = await state.store.ticket(outcome.ticket_id)
-        if existing is None:
+        if existing is None or existing.l1 is None:
             raise NotFound("the ticket of this Idempotency-Key has expired")
-        stored_l1 = _l1_decoder.decode(existing["l1"])
-        body = TicketAccepted(id=outcome.ticket_id, status=existing["status"],  # type: ignore[arg-type]
-                              l1=L1Summary(level=stored_l1.level, rules=stored_l1.rules))
+        body = TicketAccepted(id=outcome.ticket_id, status=existing.status,  # type: ignore[arg-type]
+                              l1=L1Summary(level=existing.l1.level, rules=existing.l1.rules))
         return Response(body, status_code=200, headers={"Location": location})
     structlog.contextvars.bind_contextvars(ticket_id=ticket_id)
     log.info("ticket_accepted", l1_level=l1.level, rules=[hit.id for hit in l1.rules],
@@ -150,11 +141,9 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
      responses=problem_responses(400, 401, 403, 404, 429, 503))
 async def read_ticket(ticket_id: str, state: State) -> TriageResult | TicketPending:
     stored = await state.store.ticket(ticket_id)
-    if stored is None or "status" not in stored:
+    if stored is None or stored.status is None:
         raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
-    if "result" in stored and stored["status"] in ("done", "failed"):
-        result = _result_decoder.decode(stored["result"])
-        return msgspec.structs.replace(result, status=stored["status"])
-    return TicketPending(id=ticket_id, status=stored["status"],  # type: ignore[arg-type]
-                         l1=_l1_decoder.decode(stored["l1"]),
-                         accepted_at=float(stored["accepted_at"]))
+    if stored.result is not None and stored.finished:
+        return msgspec.structs.replace(stored.result, status=stored.status)  # type: ignore[arg-type]
+    return TicketPending(id=ticket_id, status=stored.status,  # type: ignore[arg-type]
+                         l1=stored.l1, accepted_at=stored.accepted_at)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from ..output import human_stream, write_json
 from ..progress import add_quiet_argument, progress
 from .calibration import calibrate, gating_state, load_record, write_record
 from .cases import DEFAULT_CASES_PATH, load_cases
-from .judge import METHODS, Judge, RedisVerdictCache
+from .judge import METHODS, Judge
 from .plots import criterion_agreement_png
 from .rubric import DEFAULT_RUBRIC_DIR, RubricError, load_rubric
 
@@ -216,8 +216,8 @@ def _print_calibration(record, state, out: Path, file=None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..keys import Keys
-    from ..redis_conn import connect
+    from ..store import Keys, RedisVerdictCache
+    from ..store.connection import connect
     from .job import run_audit
     from .report import write_report
 

@@ -29,9 +29,9 @@ import msgspec
 import structlog
 
 from .. import metrics
-from ..keys import Keys
 from ..progress import progress
 from ..results import Decision, TicketIn, ticket_text
+from ..store import Keys
 from .calibration import GatingState
 from .cases import append_cases, case_from_decision, needed_a_person
 from .judge import AuditedDecision, Judge, JudgeUnavailable

@@ -89,7 +89,7 @@ class VerdictCache(Protocol):
 
 
 class MemoryCache:
-    """A dict-backed cache (calibration runs, tests); RedisVerdictCache is the shared one."""
+    """A dict-backed cache (calibration runs, tests); service.store.RedisVerdictCache is the shared one."""
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
@@ -99,20 +99,6 @@ class MemoryCache:
 
     def put(self, key: str, value: bytes) -> None:
         self.data[key] = value
-
-
-class RedisVerdictCache:
-    """Verdicts in Redis under {p}:audit:verdicts:{key}; no expiry, the key changes instead."""
-
-    def __init__(self, client, keys) -> None:  # redis.Redis, service.keys.Keys
-        self.client = client
-        self.keys = keys
-
-    def get(self, key: str) -> bytes | None:
-        return self.client.get(self.keys.audit_verdict(key))
-
-    def put(self, key: str, value: bytes) -> None:
-        self.client.set(self.keys.audit_verdict(key), value)
 
 
 def text_sha256(text: str) -> str:

@@ -21,7 +21,7 @@ from ..api.operators import apply_decision, queue_listing
 from ..errors import RateLimited, TriageError
 from ..ratelimit import client_address
 from ..results import RED_FLAGS
-from ..store import AsyncStore
+from ..store import AsyncStore, StoredTicket
 from . import auth
 from .render import STATIC, page
 from .views import CATEGORIES, LEVELS, decision_from_form, downgraded, escalated, status_strip
@@ -60,9 +60,9 @@ async def _flash(store: AsyncStore, decided: str | None) -> dict[str, Any] | Non
     if not decided:
         return None
     stored = await store.ticket(decided)
-    if not stored or "decision" not in stored:
+    if stored is None or stored.decision is None or stored.request is None:
         return None
-    view = build_ticket_view(decided, stored, time.time())
+    view = build_ticket_view(stored, time.time())
     return {"id": decided, "subject": view.subject, "decision": view.decision}
 
 
@@ -163,27 +163,11 @@ async def _queue_context(store: AsyncStore, ticket_id: str, requested: str | Non
     """The queue the operator is working through: as asked, else the one holding the ticket."""
     if requested in QUEUES:
         return requested  # type: ignore[return-value]
-    pipe = store.client.pipeline(transaction=False)
-    for queue in QUEUES:
-        pipe.zscore(store.keys.queue(queue), ticket_id)
-    scores = await pipe.execute()
-    holding = [q for q, score in zip(QUEUES, scores, strict=True) if score is not None]
+    held = await store.queues_holding(ticket_id)
+    holding = [q for q in QUEUES if q in held]  # in the console's tab order
     if holding:
         return holding[0]
     return level if level in QUEUES else "audit"
-
-
-async def _neighbours(store: AsyncStore, queue: str, ticket_id: str) -> dict[str, Any]:
-    key = store.keys.queue(queue)
-    rank = await store.client.zrank(key, ticket_id)
-    depth = int(await store.client.zcard(key))
-    if rank is None:
-        return {"rank": None, "depth": depth, "previous": None, "next": None}
-    around = await store.client.zrange(key, max(rank - 1, 0), rank + 1)
-    ids = [m.decode() if isinstance(m, bytes) else str(m) for m in around]
-    here = ids.index(ticket_id)
-    return {"rank": rank, "depth": depth, "previous": ids[here - 1] if here > 0 else None,
-            "next": ids[here + 1] if here + 1 < len(ids) else None}
 
 
 def _form_defaults(view: Any) -> dict[str, Any]:
@@ -200,15 +184,15 @@ def _form_from_fields(fields: dict[str, str]) -> dict[str, Any]:
             "false_green": fields.get("false_green") == "on", "note": fields.get("note", "")}
 
 
-async def _ticket_page(request: Request, state: State, ticket_id: str, stored: dict[str, str],
+async def _ticket_page(request: Request, state: State, ticket_id: str, stored: StoredTicket,
                        queue: str | None, status_code: int = 200, error: TriageError | None = None,
                        fields: dict[str, str] | None = None,
                        decided: str | None = None) -> Response[str]:
-    view = build_ticket_view(ticket_id, stored, time.time())
+    view = build_ticket_view(stored, time.time())
     context = await _queue_context(state.store, ticket_id, queue, view.level)
     return page(
         "ticket.html", status_code, title=view.subject or ticket_id, ticket=view,
-        queue=context, position=await _neighbours(state.store, context, ticket_id),
+        queue=context, position=await state.store.position(context, ticket_id),
         form=_form_from_fields(fields) if fields else _form_defaults(view),
         error=error, levels=LEVELS, categories=CATEGORIES, red_flags=RED_FLAGS,
         escalate_to=escalated(view.level), downgrade_to=downgraded(view.level),
@@ -219,7 +203,7 @@ async def _ticket_page(request: Request, state: State, ticket_id: str, stored: d
 async def ticket_page(request: Request, state: State, ticket_id: str, queue: str | None = None,
                       decided: str | None = None) -> Response[str]:
     stored = await state.store.ticket(ticket_id)
-    if stored is None or "request" not in stored:
+    if stored is None or stored.request is None:
         return _not_found(f"No ticket {ticket_id!r}: it may have expired.")
     return await _ticket_page(request, state, ticket_id, stored, queue, decided=decided)
 
@@ -229,18 +213,17 @@ async def decide(request: Request, state: State, ticket_id: str) -> Response[Any
     fields = _fields(await request.form())
     auth.check_csrf(request, fields.get("csrf"))
     stored = await state.store.ticket(ticket_id)
-    if stored is None or "request" not in stored:
+    if stored is None or stored.request is None:
         return _not_found(f"No ticket {ticket_id!r}: it may have expired.")
-    view = build_ticket_view(ticket_id, stored, time.time())
+    view = build_ticket_view(stored, time.time())
     queue = await _queue_context(state.store, ticket_id, fields.get("queue"), view.level)
-    key = state.store.keys.queue(queue)
     operator = auth.operator_of(request)
     assert operator is not None  # the router's guard let us in
     if fields.get("action") == STAY:  # Enter pressed in a field: no decision, the form as filled
         return await _ticket_page(request, state, ticket_id, stored, queue, fields=fields)
     try:
         data = decision_from_form(fields, view.level, operator)
-        rank = await state.store.client.zrank(key, ticket_id)
+        rank = await state.store.queue_rank(queue, ticket_id)
         # The API's handler itself: same checks, Decision, store.decide, metrics and log line.
         await apply_decision(state.store, ticket_id, data)
     except TriageError as error:
@@ -248,11 +231,10 @@ async def decide(request: Request, state: State, ticket_id: str) -> Response[Any
                                   fields)
     # The next ticket is the one that followed this one; past the end, the oldest left (one
     # the operator skipped); none left, the queue page.
-    following = await state.store.client.zrange(key, rank, rank) if rank is not None else []
-    following = following or await state.store.client.zrange(key, 0, 0)
-    if not following:
+    next_id = await state.store.queue_member(queue, rank) if rank is not None else None
+    next_id = next_id or await state.store.queue_member(queue, 0)
+    if next_id is None:
         return Redirect(f"/ui/queues/{queue}?decided={ticket_id}", status_code=303)
-    next_id = following[0].decode() if isinstance(following[0], bytes) else str(following[0])
     return Redirect(f"/ui/tickets/{next_id}?queue={queue}&decided={ticket_id}", status_code=303)
 
 

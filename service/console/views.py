@@ -16,8 +16,8 @@ from ..errors import InvalidTicket
 from ..results import (
     RED_FLAGS,
     Answer,
+    Decision,
     DecisionIn,
-    L1Result,
     Level,
     RuleHit,
     TicketIn,
@@ -25,6 +25,7 @@ from ..results import (
     is_calibrated,
     ticket_text,
 )
+from ..store import StoredTicket
 
 LEVELS: tuple[Level, ...] = ("green", "yellow", "red")
 CATEGORIES = ("billing", "technical", "account", "shipping", "sales", "security", "legal", "other")
@@ -33,11 +34,6 @@ CATEGORIES = ("billing", "technical", "account", "shipping", "sales", "security"
 CONSOLE_ACTIONS = ("approve", "escalate", "downgrade", "edit", "false_green")
 # The questions an operator reads first; any other answer follows in name order.
 ANSWER_ORDER = ("risk", *RED_FLAGS, "category", "urgency", "team")
-
-_result_decoder = msgspec.json.Decoder(TriageResult)
-_l1_decoder = msgspec.json.Decoder(L1Result)
-_request_decoder = msgspec.json.Decoder(TicketIn)
-_decision_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 def human_age(seconds: float) -> str:
@@ -185,33 +181,32 @@ class TicketView(msgspec.Struct, frozen=True):
     age_s: float
     request: TicketIn
     suggested_flags: frozenset[str]  # red flags raised by a rule or by the model: the form's default
-    decision: dict[str, Any] | None
+    decision: Decision | None
 
 
-def ticket_view(ticket_id: str, stored: Mapping[str, str], now: float) -> TicketView:
-    """Everything the ticket page shows, from the ticket hash as stored."""
-    request = _request_decoder.decode(stored["request"])
-    result = _result_decoder.decode(stored["result"]) if "result" in stored else None
-    l1 = result.l1 if result else _l1_decoder.decode(stored["l1"])
+def ticket_view(stored: StoredTicket, now: float) -> TicketView:
+    """Everything the ticket page shows, from the ticket as stored (it must have its request)."""
+    request = stored.request
+    assert request is not None, "the routes show only tickets with a request"
+    result = stored.result
+    l1 = result.l1 if result else stored.l1
+    assert l1 is not None, "a ticket is stored with its L1 result"
     text = ticket_text(request.subject, request.body)
     flags = {hit.flag for hit in l1.rules if hit.flag != "none"}
     if result:
         flags |= {f for f in result.l2.red_flags if f in RED_FLAGS}
-    # Not triaged yet counts as yellow, exactly as the API's record_decision does.
-    level: Level = result.final_level if result else "yellow"  # type: ignore[assignment]
-    decision = _decision_decoder.decode(stored["decision"]) if "decision" in stored else None
-    accepted_at = float(stored.get("accepted_at", now))
+    accepted_at = stored.accepted_at if stored.accepted_at is not None else now
     shown = {"category": result.category, "urgency": result.urgency,
              "team": result.l2.team} if result else {}
     return TicketView(
-        id=ticket_id, status=stored.get("status", "queued"), level=level,
+        id=stored.id, status=stored.status or "queued", level=stored.level,
         subject=request.subject, text=text, segments=highlight(text, l1.rules), rules=l1.rules,
         l1_level=l1.level, result=result,
         answers=ordered_answers(result.l2.answers) if result else [],
         category=shown.get("category"), urgency=shown.get("urgency"), team=shown.get("team"),
         guesses=guesses(shown, result.calibrated_fields if result else ()),
         age_s=now - accepted_at, request=request, suggested_flags=frozenset(flags),
-        decision=decision,
+        decision=stored.decision,
     )
 
 

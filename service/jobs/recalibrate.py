@@ -50,15 +50,14 @@ from service.calibration.replay import (
     replay_capture,
     text_sha,
 )
-from service.keys import Keys
 from service.labelled import LEVELS, read_labelled
 from service.machine import summary as machine_summary
 from service.results import (
     Decision,
     ModelInfo,
-    TriageResult,
     ticket_text,
 )
+from service.store import Keys, decisions_since, load_features, load_ticket
 
 log = structlog.get_logger()
 
@@ -70,17 +69,6 @@ class RecalibrateError(Exception):
 
 
 # ------------------------------------------------------------------------------ decisions
-def decode_features(blob: bytes | None) -> dict[str, np.ndarray]:
-    """{question: float32 vector} from the worker's msgpack ({"dtype", "features"} or flat)."""
-    if not blob:
-        return {}
-    data = msgspec.msgpack.decode(blob)
-    if isinstance(data, dict) and "features" in data and isinstance(data["features"], dict):
-        data = data["features"]
-    return {str(k): np.frombuffer(v, dtype=np.float32) for k, v in data.items()
-            if isinstance(v, bytes | bytearray)}
-
-
 def collect_decisions(client: Any, keys: Keys, model_sha: str, prompt_sha: str,
                       batch: int = 1000) -> tuple[list[Example], Counter]:
     """Latest decision per ticket joined with its stored result and hidden states.
@@ -91,32 +79,21 @@ def collect_decisions(client: Any, keys: Keys, model_sha: str, prompt_sha: str,
     """
     latest: dict[str, Decision] = {}
     skipped: Counter = Counter()
-    start = "-"
-    while True:
-        entries = client.xrange(keys.decisions, min=start, max="+", count=batch)
-        for _entry_id, fields in entries:
-            raw = fields.get(b"data") or fields.get("data")
-            try:
-                dec = msgspec.json.decode(raw, type=Decision)
-            except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
-                skipped["malformed decision"] += 1
-                continue
-            latest[dec.ticket_id] = dec  # stream order: a later decision overrides
-        if len(entries) < batch:
-            break
-        last = entries[-1][0]
-        last = last.decode() if isinstance(last, bytes) else last
-        start = "(" + last
+    for entry in decisions_since(client, keys, batch=batch):
+        if entry.decision is None:
+            skipped["malformed decision"] += 1
+            continue
+        latest[entry.decision.ticket_id] = entry.decision  # a later decision overrides
     examples: list[Example] = []
     for ticket_id, dec in latest.items():
-        stored = client.hmget(keys.ticket(ticket_id), "result", "request")
-        if not stored[0]:
-            skipped["result expired or missing"] += 1
-            continue
         try:
-            result = msgspec.json.decode(stored[0], type=TriageResult)
+            stored = load_ticket(client, keys, ticket_id)
         except (msgspec.DecodeError, msgspec.ValidationError):
             skipped["malformed result"] += 1
+            continue
+        result = stored.result if stored is not None else None
+        if result is None:
+            skipped["result expired or missing"] += 1
             continue
         if result.model.sha256 != model_sha or result.prompt_sha != prompt_sha:
             skipped["other model or prompt"] += 1
@@ -124,17 +101,12 @@ def collect_decisions(client: Any, keys: Keys, model_sha: str, prompt_sha: str,
         if result.l2.method == "unavailable" or not result.l2.answers:
             skipped["l2 unavailable"] += 1
             continue
-        feats = decode_features(client.get(keys.features(ticket_id)))
+        feats = load_features(client, keys, ticket_id)
         if not feats:
             skipped["features expired or missing"] += 1
             continue
-        sha = ""
-        if stored[1]:
-            try:
-                req = msgspec.json.decode(stored[1])
-                sha = text_sha(ticket_text(req.get("subject"), req.get("body", "")))
-            except (msgspec.DecodeError, AttributeError):
-                sha = ""
+        request = stored.request if stored is not None else None
+        sha = text_sha(ticket_text(request.subject, request.body)) if request else ""
         examples.append(Example(
             id=ticket_id, source="decisions", text_sha=sha, labels=labels_from_decision(dec),
             answers=result.l2.answers, features=feats,
@@ -277,7 +249,7 @@ def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: 
     else:
         client = redis_client
         if client is None:  # before the replay: no Redis should not cost a model load
-            from service.redis_conn import connect
+            from service.store.connection import connect
 
             client = connect(settings, allow_embedded=False)
         corpus: list[Example] = []

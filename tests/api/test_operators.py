@@ -7,10 +7,9 @@ import time
 import msgspec
 import redis
 
-from service.keys import Keys
 from service.pipeline import combine
-from service.results import Answer, L1Result, L2Result, ModelInfo, Timings
-from service.store import Delivery, WorkerStore
+from service.results import Answer, L2Result, ModelInfo, Timings
+from service.store import Delivery, Keys, WorkerStore
 from tests.support import REDIS_URL
 
 
@@ -21,7 +20,7 @@ def _finish(prefix: str, ticket_id: str, level: str) -> None:
     store.ensure_group()
     entry_id, _ = client.xrange(f"{prefix}:tickets")[0]
     stored = store.ticket(ticket_id)
-    l1 = msgspec.json.decode(stored["l1"], type=L1Result)
+    l1 = stored.l1
     probs = {"green": 0.1, "yellow": 0.2, "red": 0.7} if level == "red" else \
         {"green": 0.1, "yellow": 0.8, "red": 0.1}
     l2 = L2Result(level=level, method="logits",  # type: ignore[arg-type]
@@ -30,7 +29,7 @@ def _finish(prefix: str, ticket_id: str, level: str) -> None:
     result = combine(ticket_id, l1, l2, ModelInfo(name="m.gguf", sha256="0" * 64), "p" * 64,
                      Timings(), time.time())
     store.store_result(Delivery(entry_id=entry_id.decode(), ticket_id=ticket_id, deliveries=1,
-                                claimed=False), result, b"", False, float(stored["accepted_at"]))
+                                claimed=False), result, {}, False, stored.accepted_at)
     client.close()
 
 

@@ -17,10 +17,9 @@ from service import metrics
 from service.audit.calibration import GatingState
 from service.audit.cases import load_cases
 from service.audit.job import checks_key, queued_key, run_audit
-from service.audit.judge import Judge, RedisVerdictCache
+from service.audit.judge import Judge
 from service.audit.report import render_markdown, write_report
 from service.audit.rubric import load_rubric
-from service.keys import Keys
 from service.results import (
     Decision,
     L1Result,
@@ -29,6 +28,7 @@ from service.results import (
     TicketIn,
     TriageResult,
 )
+from service.store import Keys, RedisVerdictCache
 
 from .helpers import LookupBackend
 

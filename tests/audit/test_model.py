@@ -15,10 +15,10 @@ from service.audit.backend import L2Backend, resolve_judge_model
 from service.audit.calibration import calibrate, gating_state
 from service.audit.cases import load_cases
 from service.audit.job import run_audit
-from service.audit.judge import AuditedDecision, Judge, RedisVerdictCache
+from service.audit.judge import AuditedDecision, Judge
 from service.audit.rubric import apply_verdict_rule, load_rubric
-from service.keys import Keys
 from service.results import L1Result, L2Result, ModelInfo, TicketIn, TriageResult
+from service.store import Keys, RedisVerdictCache
 from tests.support import make_settings
 
 pytestmark = pytest.mark.model

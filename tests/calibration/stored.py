@@ -12,7 +12,6 @@ import time
 import msgspec
 import numpy as np
 
-from service.keys import Keys
 from service.l2.answers import answer_from_logprobs
 from service.l2.prompts import load_prompts
 from service.results import (
@@ -26,7 +25,7 @@ from service.results import (
     TriageResult,
 )
 from service.settings import PROJECT_ROOT
-from service.worker import encode_features
+from service.store import Keys, encode_features
 
 PROMPTS = load_prompts(PROJECT_ROOT / "prompts")
 DIM = 24

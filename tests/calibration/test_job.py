@@ -20,10 +20,10 @@ from service.jobs.recalibrate import (
     fit_and_write,
     run,
 )
-from service.keys import Keys
 from service.l2.classifier import bundled_model_path, model_sha256
 from service.labelled import LabelledFileError, read_labelled
 from service.results import RED_FLAGS, ModelInfo
+from service.store import Keys
 from tests.calibration import stored
 from tests.support import make_settings
 

@@ -10,10 +10,9 @@ import httpx
 import msgspec
 import redis
 
-from service.keys import Keys
 from service.pipeline import combine
-from service.results import Answer, L1Result, L2Result, ModelInfo, Timings
-from service.store import Delivery, WorkerStore
+from service.results import Answer, L2Result, ModelInfo, Timings
+from service.store import Delivery, Keys, WorkerStore
 from tests.support import REDIS_URL
 
 RULES = Path(__file__).parent / "rules"
@@ -68,14 +67,14 @@ def finish(prefix: str, ticket_id: str, level: str, queue: str | None = None, **
                         if fields[b"id"].decode() == ticket_id)
         stored = store.ticket(ticket_id)
         assert stored is not None
-        l1 = msgspec.json.decode(stored["l1"], type=L1Result)
+        l1 = stored.l1
         result = combine(ticket_id, l1, l2_for(level, **l2_fields),
                          ModelInfo(name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", sha256="0" * 64),
                          "p" * 64, Timings(l1=0.2, l2=812.0, total=830.0), time.time())
         store.store_result(Delivery(entry_id=entry_id.decode(), ticket_id=ticket_id, deliveries=1,
-                                    claimed=False), result, b"", False, float(stored["accepted_at"]))
+                                    claimed=False), result, {}, False, stored.accepted_at)
         if queue:
-            client.zadd(f"{prefix}:queue:{queue}", {ticket_id: float(stored["accepted_at"])})
+            client.zadd(f"{prefix}:queue:{queue}", {ticket_id: stored.accepted_at})
     finally:
         client.close()
 

@@ -31,6 +31,7 @@ from service.results import (
     is_calibrated,
     ticket_text,
 )
+from service.store import StoredTicket
 
 
 def _hit(rule: str, start: int, end: int, level: str = "red") -> RuleHit:
@@ -211,7 +212,7 @@ def test_guesses_are_the_shown_values_no_calibration_mapped():
 
 # --- the ticket page's model -----------------------------------------------------------------------
 
-def _stored(subject: str | None, body: str, with_result: bool) -> dict[str, str]:
+def _stored(subject: str | None, body: str, with_result: bool) -> StoredTicket:
     text = ticket_text(subject, body)
     start = text.index("refund")
     l1 = L1Result(level="red", rules=[RuleHit(id="money.refund", level="red", flag="commitment",
@@ -225,11 +226,13 @@ def _stored(subject: str | None, body: str, with_result: bool) -> dict[str, str]
                               category="billing", urgency=2, model=ModelInfo(name="m", sha256="0"),
                               prompt_sha="p", rules_sha="r", timings_ms=Timings())
         stored.update(status="done", result=msgspec.json.encode(result).decode())
-    return stored
+    ticket = StoredTicket.from_hash("t_1", stored)
+    assert ticket is not None
+    return ticket
 
 
 def test_ticket_view_highlights_into_subject_and_body_text():
-    view = ticket_view("t_1", _stored("Money", "Please refund me", True), now=160.0)
+    view = ticket_view(_stored("Money", "Please refund me", True), now=160.0)
     assert view.text == "Money\n\nPlease refund me"
     assert [s.text for s in view.segments if s.rules] == ["refund"]
     assert view.level == "red" and view.age_s == 60.0
@@ -241,7 +244,7 @@ def test_ticket_view_highlights_into_subject_and_body_text():
 
 
 def test_untriaged_ticket_counts_as_yellow_like_the_api():
-    view = ticket_view("t_1", _stored(None, "Please refund me", False), now=100.0)
+    view = ticket_view(_stored(None, "Please refund me", False), now=100.0)
     assert view.level == "yellow" and view.result is None and view.answers == []
     assert view.suggested_flags == {"commitment"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.keys import QUEUES
+from service.store import QUEUES
 from tests.deploy import helpers as h
 
 LEVELS = {"green", "yellow", "red"}

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import redis
 
-from service.keys import WORKER_GROUP, Keys
-from service.store import WorkerStore
+from service.store import WORKER_GROUP, Keys, WorkerStore
 
 
 def _group(client: redis.Redis, stream: str) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from service.redis_conn import resolve_redis_url, start_embedded
 from service.settings import load_settings
+from service.store.connection import resolve_redis_url, start_embedded
 from tests.support import REDIS_URL, free_port
 
 

@@ -8,10 +8,9 @@ import time
 import msgspec
 import redis
 
-from service.keys import WORKER_GROUP, Keys
 from service.pipeline import combine, unavailable
 from service.results import L1Result, ModelInfo, TicketIn, Timings
-from service.store import Delivery, WorkerStore
+from service.store import WORKER_GROUP, Delivery, Keys, WorkerStore
 from service.worker import Worker
 from tests.support import REDIS_URL, make_settings
 from tests.worker.test_liveness import HangingClassifier

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 import redis
 
-from service.keys import Keys
-from service.worker import Worker, decode_features
+from service.store import Keys, decode_features
+from service.worker import Worker
 from tests.support import INGEST, OPERATOR, REDIS_URL, ApiServer, make_settings
 
 pytestmark = pytest.mark.model

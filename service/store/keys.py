@@ -17,9 +17,11 @@ and several deployments can share one Redis.
 | {p}:callbacks               | stream | callbacks to deliver (field `id`)                         | trimmed |
 | {p}:callbacks:dead          | stream | callbacks that failed every attempt                       | none |
 | {p}:results                 | stream | ids of finished tickets, newest last (audit sampling)     | trimmed ~100k |
-| {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time    | none |
+| {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time,   | none |
+|                             |        | decisions_cursor (last decisions entry the audit read)    | |
+| {p}:audit:queued            | hash   | id -> QueuedEntry JSON: what the audit queued and why     | result_ttl_s |
 | {p}:audit:verdicts:{key}    | string | cached judge verdict (JSON)                               | none |
-| {p}:ratelimit:{kind}:{sha}  | hash   | token bucket per ingest token / login address (sha256) | until full again |
+| {p}:ratelimit:{kind}:{sha}  | hash   | token bucket per ingest token / login address (sha256)    | until full again |
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Keys:
         self.callbacks_dead = f"{prefix}:callbacks:dead"
         self.results = f"{prefix}:results"
         self.audit_state = f"{prefix}:audit:state"
+        self.audit_queued = f"{prefix}:audit:queued"
 
     def ticket(self, ticket_id: str) -> str:
         return f"{self.prefix}:ticket:{ticket_id}"

@@ -13,12 +13,17 @@ from pathlib import Path
 import redis
 import structlog
 
-from .settings import Settings
+from ..settings import Settings
 
 log = structlog.get_logger()
 
 LOCAL_URL = "redis://127.0.0.1:6379/0"
 EMBEDDED_PORT = 6390
+
+
+def client_for(url: str, **options: object) -> redis.Redis:
+    """A blocking client for a Redis already found (no round trip)."""
+    return redis.Redis.from_url(url, **options)
 
 
 def _reachable(url: str, timeout: float = 0.5) -> bool:
@@ -86,7 +91,7 @@ def resolve_redis_url(settings: Settings, allow_embedded: bool = True) -> str:
 def connect(settings: Settings, allow_embedded: bool = True, **options) -> redis.Redis:
     """A client for the settings' Redis that has answered a PING: a command fails here, with
     one line, before it loads a model or reads any data."""
-    from .settings import _without_password
+    from ..settings import _without_password
 
     url = resolve_redis_url(settings, allow_embedded=allow_embedded)
     client = redis.Redis.from_url(url, **{"socket_connect_timeout": 3, **options})
