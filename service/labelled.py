@@ -10,9 +10,9 @@ from pathlib import Path
 
 import msgspec
 
-from service.results import RED_FLAGS
+from service.results import LEVELS, RED_FLAGS
 
-LEVELS = ("green", "yellow", "red")
+__all__ = ["LEVELS", "LabelledFileError", "LabelledTicket", "check", "read_labelled"]
 
 
 class LabelledFileError(ValueError):

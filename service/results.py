@@ -6,7 +6,7 @@ forbid unknown fields and are encoded with msgspec, never pickle.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
@@ -18,7 +18,8 @@ L2Method = Literal["logits", "generated", "unavailable"]
 AnswerMethod = Literal["logits", "head", "generated"]
 
 LEVEL_ORDER: dict[str, int] = {"none": 0, "green": 0, "yellow": 1, "red": 2}
-RED_FLAGS: tuple[Flag, ...] = ("commitment", "destructive_or_access", "third_party_personal_data")
+LEVELS: tuple[Level, ...] = get_args(Level)  # least to most severe
+RED_FLAGS: tuple[Flag, ...] = get_args(Flag)
 
 
 def max_level(*levels: str) -> Level:

@@ -1,19 +1,21 @@
-"""Operator routes: GET /v1/queues/{yellow|red|audit} and POST /v1/tickets/{id}/decision."""
+"""Operator routes: GET /v1/queues/{yellow|red|audit} and POST /v1/tickets/{id}/decision.
+
+The decision itself is service.operators.apply_decision, which the console calls too.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Literal
 
-import structlog
 from litestar import get, post
 from litestar.datastructures import State
 from litestar.params import Parameter
 
-from .. import metrics
-from ..errors import InvalidTicket, NotFound
-from ..results import Decision, DecisionIn
-from ..store import AsyncStore, StoredTicket
+from ..errors import InvalidTicket
+from ..operators import apply_decision
+from ..policy import vocabulary
+from ..results import DecisionIn
+from ..store import AsyncStore, Queue, StoredTicket
 from .auth import require
 from .schemas import (
     DecisionRecorded,
@@ -23,9 +25,6 @@ from .schemas import (
     QueuePage,
     problem_responses,
 )
-
-log = structlog.get_logger()
-_CATEGORIES = {"billing", "technical", "account", "shipping", "sales", "security", "legal", "other"}
 
 
 def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
@@ -85,7 +84,7 @@ async def queue_listing(store: AsyncStore, queue: str, limit: int, cursor: str |
 @get("/v1/queues/{queue:str}", guards=[require("operator")], summary="Tickets waiting for review",
      tags=["operators"], responses=problem_responses(400, 401, 403, 503))
 async def list_queue(
-    queue: Literal["yellow", "red", "audit"],
+    queue: Queue,
     state: State,
     limit: int = Parameter(default=50, ge=1, le=500),
     cursor: str | None = None,
@@ -93,50 +92,9 @@ async def list_queue(
     return await queue_listing(state.store, queue, limit, cursor)
 
 
-def _check_decision(data: DecisionIn) -> None:
-    if not data.operator.strip():
-        raise InvalidTicket("`operator` is empty", field="operator")
-    if data.category is not None and data.category not in _CATEGORIES:
-        raise InvalidTicket(f"`category` must be one of {sorted(_CATEGORIES)}", field="category")
-    if data.flags:
-        unknown = set(data.flags) - {"commitment", "destructive_or_access",
-                                     "third_party_personal_data"}
-        if unknown:
-            raise InvalidTicket(f"unknown flag(s) {sorted(unknown)}", field="flags")
-        if any(data.flags.values()) and data.correct_level != "red":
-            raise InvalidTicket("a red flag means correct_level must be red",
-                                field="correct_level")
-
-
-async def apply_decision(store: AsyncStore, ticket_id: str, data: DecisionIn) -> Decision:
-    """Validate and record an operator's decision (API route and console share this path)."""
-    _check_decision(data)
-    stored = await store.ticket(ticket_id)
-    if stored is None:
-        raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
-    given = stored.level
-    if data.false_green and given != "green":
-        raise InvalidTicket("false_green applies only to a ticket that was green",
-                            field="false_green")
-    decision = Decision(ticket_id=ticket_id, operator=data.operator, action=data.action,
-                        correct_level=data.correct_level, given_level=given,  # type: ignore[arg-type]
-                        decided_at=time.time(), category=data.category, flags=data.flags,
-                        false_green=data.false_green, note=data.note)
-    outcome = await store.decide(ticket_id, decision)
-    if not outcome.recorded:
-        raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
-    metrics.decisions_total.labels(action=data.action).inc()
-    if outcome.false_green:  # from the served level and the decision, once per ticket
-        metrics.false_greens_total.inc()
-    structlog.contextvars.bind_contextvars(ticket_id=ticket_id)
-    log.info("decision_recorded", operator=data.operator, action=data.action,
-             correct_level=data.correct_level, given_level=given, false_green=data.false_green)
-    return decision
-
-
 @post("/v1/tickets/{ticket_id:str}/decision", guards=[require("operator")], status_code=201,
       summary="Record an operator's decision", tags=["operators"],
       responses=problem_responses(400, 401, 403, 404, 413, 503))
 async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> DecisionRecorded:
-    await apply_decision(state.store, ticket_id, data)
+    await apply_decision(state.store, ticket_id, data, vocabulary(state.settings.prompts_dir))
     return DecisionRecorded(id=ticket_id, recorded=True, removed_from_queues=True)

@@ -23,7 +23,7 @@ from typing import Literal
 
 import msgspec
 
-from ..results import Decision, ticket_text
+from ..results import Decision, Level, ticket_text
 
 Verdict = Literal["acceptable", "unacceptable"]
 
@@ -48,7 +48,7 @@ class CalibrationCase(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     source: str  # "dev:DEV-017" or "operator:<ticket id>"
     kind: str  # how the decision was built (see PLAN) or "operator"
     body: str
-    level_given: Literal["green", "yellow", "red"]
+    level_given: Level
     human_verdict: Verdict
     human_failed: list[str]  # criteria the human considers failed (ids from the rubric)
     subject: str | None = None

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from ..results import Level
 from .rubric import Rubric, Verdict, apply_verdict_rule
 
 Method = Literal["logits", "generated"]
@@ -57,7 +58,7 @@ class AuditedDecision(msgspec.Struct, frozen=True):
     """What the judge checks: a ticket and the decision the service took on it."""
 
     text: str
-    level: Literal["green", "yellow", "red"]
+    level: Level
     category: str | None = None
     urgency: int | None = None
 

@@ -23,6 +23,7 @@ import msgspec
 # The same exact bound `triage recalibrate` states for its green threshold, so the figure on
 # real traffic is comparable with the promise made on the labelled tickets.
 from ..calibration.thresholds import false_green_upper
+from ..results import LEVELS
 from .calibration import CriterionAgreement, GatingState
 from .plots import criterion_agreement_png
 from .stats import checks_needed, wilson_interval
@@ -179,7 +180,7 @@ def render_markdown(report: AuditReport) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {level} | {report.population.get(level, 0)} | {report.sampled.get(level, 0)} |"
-              for level in ("green", "yellow", "red")]
+              for level in LEVELS]
     lines += ["", "## Unacceptable decisions", ""]
     bad = [t for t in report.tickets if t.verdict == "unacceptable"]
     if not bad:

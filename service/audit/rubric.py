@@ -14,9 +14,11 @@ from typing import Literal
 import msgspec
 import yaml
 
+from ..results import Level
+
 Verdict = Literal["acceptable", "unacceptable"]
 CriterionKind = Literal["eliminatory", "secondary"]
-LevelName = Literal["green", "yellow", "red"]
+LevelName = Level
 
 DEFAULT_RUBRIC_DIR = Path(__file__).resolve().parents[2] / "prompts" / "judge"
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-LEVELS = ("green", "yellow", "red")
+from ..results import LEVELS
 
 
 class Sample(msgspec.Struct, frozen=True):

@@ -1,7 +1,7 @@
 """The console's routes under /ui: login/logout, queue tabs, the ticket view and its decision form.
 
-Decisions and queue pages go through the API's own functions (apply_decision, queue_listing), so a
-decision made here is validated, recorded, counted and logged exactly like POST
+Decisions go through service.operators.apply_decision and queue pages through the API's
+queue_listing, so a decision made here is validated, recorded, counted and logged exactly like POST
 /v1/tickets/{id}/decision, lands in the decisions stream and takes the ticket out of its queues.
 """
 
@@ -17,14 +17,16 @@ from litestar.datastructures import CacheControlHeader, State
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
-from ..api.operators import apply_decision, queue_listing
+from ..api.operators import queue_listing
 from ..errors import RateLimited, TriageError
+from ..operators import apply_decision
+from ..policy import vocabulary
 from ..ratelimit import client_address
-from ..results import RED_FLAGS
+from ..results import LEVELS, RED_FLAGS
 from ..store import AsyncStore, StoredTicket
 from . import auth
 from .render import STATIC, page
-from .views import CATEGORIES, LEVELS, decision_from_form, downgraded, escalated, status_strip
+from .views import decision_from_form, downgraded, escalated, status_strip
 from .views import ticket_view as build_ticket_view
 
 log = structlog.get_logger()
@@ -194,7 +196,8 @@ async def _ticket_page(request: Request, state: State, ticket_id: str, stored: S
         "ticket.html", status_code, title=view.subject or ticket_id, ticket=view,
         queue=context, position=await state.store.position(context, ticket_id),
         form=_form_from_fields(fields) if fields else _form_defaults(view),
-        error=error, levels=LEVELS, categories=CATEGORIES, red_flags=RED_FLAGS,
+        error=error, levels=LEVELS,
+        categories=vocabulary(state.settings.prompts_dir).categories, red_flags=RED_FLAGS,
         escalate_to=escalated(view.level), downgrade_to=downgraded(view.level),
         flash=await _flash(state.store, decided), **await _chrome(request, state.store, context))
 
@@ -225,7 +228,7 @@ async def decide(request: Request, state: State, ticket_id: str) -> Response[Any
         data = decision_from_form(fields, view.level, operator)
         rank = await state.store.queue_rank(queue, ticket_id)
         # The API's handler itself: same checks, Decision, store.decide, metrics and log line.
-        await apply_decision(state.store, ticket_id, data)
+        await apply_decision(state.store, ticket_id, data, vocabulary(state.settings.prompts_dir))
     except TriageError as error:
         return await _ticket_page(request, state, ticket_id, stored, queue, error.status, error,
                                   fields)

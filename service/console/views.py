@@ -14,6 +14,7 @@ import msgspec
 
 from ..errors import InvalidTicket
 from ..results import (
+    LEVELS,
     RED_FLAGS,
     Answer,
     Decision,
@@ -27,8 +28,6 @@ from ..results import (
 )
 from ..store import StoredTicket
 
-LEVELS: tuple[Level, ...] = ("green", "yellow", "red")
-CATEGORIES = ("billing", "technical", "account", "shipping", "sales", "security", "legal", "other")
 # Buttons of the decision form. `false_green` is the console's one-keystroke shorthand for
 # "escalate, and this green was a false green"; it is recorded as action `escalate`.
 CONSOLE_ACTIONS = ("approve", "escalate", "downgrade", "edit", "false_green")

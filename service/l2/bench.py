@@ -22,21 +22,32 @@ from typing import Any
 
 from service.l2.classifier import FALLBACK_QUESTIONS, Classifier
 from service.l2.decide import Fallback, decide, prefix_layout
+from service.policy import vocabulary
 from service.results import ticket_text
 
 # The old path's instruction and grammar, reproduced here for measurement only.
+_VOCABULARY = vocabulary()
 JSON_INSTRUCTION = (
     "Classify the ticket above under the policy. Reply with one JSON object: "
-    '{"category": one of billing, technical, account, shipping, sales, security, legal, other; '
-    '"risk": green, yellow or red; "confidence": a number from 0 to 1; '
-    '"reasoning": one short sentence}.')
-JSON_GRAMMAR = r'''root ::= ( "{\"category\": \"" cat "\", \"risk\": \"" risk "\", "
+    f'{{"category": one of {", ".join(_VOCABULARY.categories)}; '
+    f'"risk": {", ".join(_VOCABULARY.levels[:-1])} or {_VOCABULARY.levels[-1]}; '
+    '"confidence": a number from 0 to 1; "reasoning": one short sentence}.')
+
+
+def _alternatives(words: tuple[str, ...]) -> str:
+    return " | ".join(f'"{word}"' for word in words)
+
+
+JSON_GRAMMAR = (
+    r'''root ::= ( "{\"category\": \"" cat "\", \"risk\": \"" risk "\", "
          "\"confidence\": " conf ", \"reasoning\": \"" reason "\"}" )
-cat ::= "billing" | "technical" | "account" | "shipping" | "sales" | "security" | "legal" | "other"
-risk ::= "green" | "yellow" | "red"
-conf ::= "0." [0-9] [0-9]? | "1.0" | "1"
+'''
+    f"cat ::= {_alternatives(_VOCABULARY.categories)}\n"
+    f"risk ::= {_alternatives(_VOCABULARY.levels)}\n"
+    r'''conf ::= "0." [0-9] [0-9]? | "1.0" | "1"
 reason ::= [^"\\\n]*
 '''
+)
 JSON_MAX_TOKENS = 128
 
 

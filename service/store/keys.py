@@ -26,11 +26,11 @@ and several deployments can share one Redis.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 WORKER_GROUP = "workers"
-QUEUES = ("yellow", "red", "audit")
 Queue = Literal["yellow", "red", "audit"]
+QUEUES: tuple[Queue, ...] = get_args(Queue)
 
 
 class Keys:
