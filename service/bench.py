@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -13,9 +12,7 @@ import msgspec
 from .machine import describe
 from .output import STDOUT, write_json
 from .progress import add_quiet_argument, progress
-from .settings import PROJECT_ROOT, load_settings
-
-SHARED = Path(os.environ.get("TRIAGE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
+from .settings import settings_or_exit
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -25,10 +22,10 @@ def _read_jsonl(path: Path) -> list[dict]:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .logs import configure_logging
 
-    settings = load_settings()
+    settings = settings_or_exit("triage bench")
     configure_logging("warning")
-    dev = Path(args.dev)
-    corpus = Path(args.corpus)
+    dev = Path(args.dev or settings.dev_set)
+    corpus = Path(args.corpus or settings.corpus)
     report: dict[str, object] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "triage bench " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
@@ -77,8 +74,9 @@ def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="measure L1 and L2 latency on this machine")
     bench.add_argument("--json", default="bench/results.json",
                        help="where to write the results ('-': stdout)")
-    bench.add_argument("--dev", default=str(SHARED / "data" / "tickets" / "dev.jsonl"))
-    bench.add_argument("--corpus", default=str(SHARED / "data" / "corpus" / "public-tickets.jsonl"))
+    bench.add_argument("--dev", default="", help="labelled dev set (default TRIAGE_DEV_SET)")
+    bench.add_argument("--corpus", default="",
+                       help="unlabelled public corpus (default TRIAGE_CORPUS)")
     bench.add_argument("--tickets", type=int, default=16, help="tickets for the L2 comparison")
     bench.add_argument("--only", choices=("all", "l1", "l2"), default="all")
     add_quiet_argument(bench)

@@ -1,7 +1,10 @@
 """The `triage` console script: one entry point, one sub-command per job.
 
-serve (API), worker (L2 consumer), run (both, single machine), fetch-model, rules, eval, bench,
-recalibrate, audit. Each area registers its own sub-commands; nothing is read at import time.
+serve (API), worker (L2 consumer), run (both, single machine), fetch-model, settings, rules,
+eval, bench, recalibrate, audit. The pattern every sub-command follows: the module of its area
+has `register(subparsers)`, which adds the parser and sets `func(args) -> int` (0 ok, 1 the job
+found a failure, 2 bad input or settings, printed as one line on stderr); settings come from
+`settings_or_exit(prog)`; heavy imports happen inside `func`, so nothing is read at import time.
 """
 
 from __future__ import annotations

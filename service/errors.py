@@ -35,8 +35,14 @@ class IdempotencyConflict(TriageError):
     status, type, title = 409, "idempotency-conflict", "Idempotency-Key reused with another payload"
 
 
-class QueueFullError(TriageError):
+class QueueFull(TriageError):
+    """The stream backlog is at its bound (raised by the store); nothing was accepted."""
+
     status, type, title = 429, "queue-full", "Too many tickets waiting; retry later"
+
+    def __init__(self, detail: str, backlog: int, **kwargs) -> None:
+        super().__init__(detail, **kwargs)
+        self.backlog = backlog
 
 
 class RateLimited(TriageError):
@@ -57,10 +63,6 @@ class Forbidden(TriageError):
 
 class StoreUnavailable(TriageError):
     status, type, title = 503, "store-unavailable", "Redis is unreachable; nothing was accepted"
-
-
-class ModelUnavailable(TriageError):
-    status, type, title = 503, "model-unavailable", "The L2 model is not available"
 
 
 class CallbackNotAllowed(InvalidTicket):

@@ -25,6 +25,8 @@ def _default_cache() -> Path:
 
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The labelled dev set and the public corpus live beside a checkout, not in it.
+_SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 
 # Bounds: a value outside them is nonsense for this service (a TTL of 0 expires every ticket at
@@ -101,6 +103,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     judge_model_path: str = ""  # TRIAGE_JUDGE_MODEL_PATH: empty = the classifier's model
     # --- embedded redis
     var_dir: str = str(PROJECT_ROOT / "var")  # TRIAGE_VAR_DIR: embedded Redis data and logs
+    # --- offline data (read by bench, recalibrate and the audit's case builder; never served)
+    dev_set: str = str(_SHARED_DATA / "tickets" / "dev.jsonl")  # TRIAGE_DEV_SET: labelled
+    corpus: str = str(_SHARED_DATA / "corpus" / "public-tickets.jsonl")  # TRIAGE_CORPUS
 
 
 ENV: dict[str, str] = {
@@ -146,6 +151,8 @@ ENV: dict[str, str] = {
     "kappa_min": "TRIAGE_KAPPA_MIN",
     "judge_model_path": "TRIAGE_JUDGE_MODEL_PATH",
     "var_dir": "TRIAGE_VAR_DIR",
+    "dev_set": "TRIAGE_DEV_SET",
+    "corpus": "TRIAGE_CORPUS",
 }
 
 _TRUE = {"1", "true", "yes", "on"}

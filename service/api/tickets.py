@@ -20,12 +20,12 @@ from ..errors import (
     IdempotencyConflict,
     InvalidTicket,
     NotFound,
-    QueueFullError,
+    QueueFull,
     TooLarge,
 )
 from ..l1 import evaluate as evaluate_rules
 from ..results import TicketIn, TriageResult, ticket_text
-from ..store import QueueFull, StoredTicket
+from ..store import StoredTicket
 from .auth import require
 from .schemas import L1Summary, TicketAccepted, TicketPending, problem_responses
 
@@ -114,8 +114,9 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
     try:
         outcome = await state.store.accept(ticket, payload_sha, idem_key)
     except QueueFull as full:
-        raise QueueFullError(
+        raise QueueFull(
             f"{full.backlog} tickets are waiting (bound {settings.stream_max_len})",
+            backlog=full.backlog,
             headers={"Retry-After": str(settings.retry_after_s)}) from None
     location = f"/v1/tickets/{outcome.ticket_id}"
     if not outcome.created:

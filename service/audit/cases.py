@@ -3,18 +3,14 @@
 A case is one audited decision (ticket, level given, category, urgency) with the human verdict.
 The bundled set, data/judge_calibration.jsonl, is generated from the labelled dev set: the human
 verdict follows from the dev label and the decision given, by the risk policy (see
-`human_judgement`). Regenerate it with
-
-    .venv/bin/python -m service.audit.cases --dev /work/shared/data/tickets/dev.jsonl \
-        --out data/judge_calibration.jsonl
+`human_judgement`). Regenerate it with `triage audit cases` (the dev set is TRIAGE_DEV_SET or
+--dev).
 
 Operators' decisions on tickets the audit queued are appended as cases of kind "operator".
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import time
 from collections.abc import Iterable
@@ -215,23 +211,3 @@ def case_from_decision(
         category_given=category_given, urgency_given=urgency_given,
         human_verdict=verdict_from_failed(failed), human_failed=failed,
         judge_verdict=judge_verdict, added_at=time.time() if now is None else now)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the judge calibration set from dev labels.")
-    parser.add_argument("--dev", default="/work/shared/data/tickets/dev.jsonl")
-    parser.add_argument("--out", default=str(DEFAULT_CASES_PATH))
-    parser.add_argument("--seed", type=int, default=6)
-    args = parser.parse_args(argv)
-    rows = [json.loads(line) for line in Path(args.dev).read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-    cases = build_calibration_set(rows, seed=args.seed)
-    write_cases(cases, args.out)
-    verdicts = [c.human_verdict for c in cases]
-    print(f"wrote {len(cases)} cases to {args.out}: {verdicts.count('acceptable')} acceptable, "
-          f"{verdicts.count('unacceptable')} unacceptable")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,6 +9,7 @@ run:       sample recent results, judge them, write the report (var/audit/audit-
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from pathlib import Path
@@ -92,6 +93,31 @@ def register(subparsers) -> None:
     run.add_argument("--json", default="", metavar="OUT",
                      help="also write the report here ('-': stdout)")
     run.set_defaults(func=cmd_run)
+
+    build = actions.add_parser("cases", help="build the bundled calibration set from dev labels")
+    build.add_argument("--dev", default="", metavar="FILE.jsonl",
+                       help="labelled dev set (default TRIAGE_DEV_SET)")
+    build.add_argument("--out", default=str(DEFAULT_CASES_PATH), help="cases file to write")
+    build.add_argument("--seed", type=int, default=6)
+    build.set_defaults(func=cmd_cases)
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    from .cases import build_calibration_set, write_cases
+
+    dev = Path(args.dev or _settings().dev_set)
+    if not dev.exists():
+        print(f"triage audit cases: {dev}: no such file (pass --dev or set TRIAGE_DEV_SET)",
+              file=sys.stderr)
+        return 2
+    rows = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    cases = build_calibration_set(rows, seed=args.seed)
+    write_cases(cases, args.out)
+    verdicts = [c.human_verdict for c in cases]
+    print(f"wrote {len(cases)} cases to {args.out}: {verdicts.count('acceptable')} acceptable, "
+          f"{verdicts.count('unacceptable')} unacceptable")
+    return 0
 
 
 def _judge(settings, args, cache=None) -> Judge:

@@ -27,30 +27,18 @@ def _positive(minimum: int):
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:
     from service.calibration.fit import Refused
-    from service.jobs.recalibrate import (
-        DEFAULT_CORPUS,
-        Options,
-        RecalibrateError,
-        command_line,
-        run,
-    )
+    from service.jobs.recalibrate import Options, RecalibrateError, command_line, run
     from service.labelled import LabelledFileError
-    from service.logs import configure_logging
-    from service.settings import SettingsError, load_settings
+    from service.settings import settings_or_exit
 
-    try:
-        settings = load_settings()
-    except SettingsError as error:
-        print(f"triage recalibrate: invalid setting: {error}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level, settings.log_format)
+    settings = settings_or_exit("triage recalibrate")
     min_per_class = args.min_per_class
     if min_per_class is None:
         min_per_class = settings.calibration_min_per_class
     corpus = args.corpus
     if corpus is None:
         # The dev set is the starting corpus where it exists; elsewhere decisions stand alone.
-        corpus = DEFAULT_CORPUS if Path(DEFAULT_CORPUS).exists() else ""
+        corpus = settings.dev_set if Path(settings.dev_set).exists() else ""
     opts = Options(from_file=args.from_file, out=args.out, folds=args.folds,
                    min_per_class=min_per_class, corpus=corpus or None, seed=args.seed,
                    cache_dir=args.cache_dir, command=command_line(), features=args.features,
@@ -138,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(default TRIAGE_CALIBRATION_MIN_PER_CLASS, 15)")
     parser.add_argument("--corpus", metavar="FILE.jsonl", default=None,
                         help="labelled starting corpus replayed and joined with the decisions "
-                             "(default: the dev set when present; '' for none; ignored with "
+                             "(default: TRIAGE_DEV_SET when present; '' for none; ignored with "
                              "--from-file)")
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
     parser.add_argument("--cache-dir", metavar="DIR", default=None,

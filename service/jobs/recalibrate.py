@@ -61,8 +61,6 @@ from service.store import Keys, decisions_since, load_features, load_ticket
 
 log = structlog.get_logger()
 
-DEFAULT_CORPUS = "/work/shared/data/tickets/dev.jsonl"
-
 
 class RecalibrateError(Exception):
     """Input the job cannot use (a malformed labelled file, no model); the message says where."""
@@ -206,7 +204,7 @@ class Options:
     out: str | None = None  # default settings.calibration_dir
     folds: int = 5
     min_per_class: int = 15
-    corpus: str | None = DEFAULT_CORPUS  # starting corpus joined with the decisions
+    corpus: str | None = None  # starting corpus joined with the decisions
     seed: int = 0
     cache_dir: str | None = None  # default <var_dir>/calibration-cache
     command: str = ""

@@ -16,7 +16,7 @@
 It imports `results` and `settings` only; nothing here knows about HTTP, rules or the model.
 """
 
-from .api import AcceptOutcome, AsyncStore, DecideOutcome, Position, QueueFull
+from .api import AcceptOutcome, AsyncStore, DecideOutcome, Position
 from .audit import RedisVerdictCache
 from .callbacks import CallbackEntry, CallbackPayload, CallbackStore
 from .keys import QUEUES, WORKER_GROUP, Keys, Queue
@@ -34,7 +34,7 @@ __all__ = [
     "QUEUES", "WORKER_GROUP", "AcceptOutcome", "AsyncStore",
     "CallbackEntry", "CallbackPayload", "CallbackStore", "DecideOutcome", "DecisionEntry",
     "Delivery", "Keys",
-    "Position", "Queue", "QueueFull", "RedisVerdictCache", "StoredTicket",
+    "Position", "Queue", "RedisVerdictCache", "StoredTicket",
     "WorkerStore", "decisions_since", "decode_features", "encode_features",
     "features_from_bytes", "features_to_bytes", "load_features", "load_ticket",
 ]

@@ -8,6 +8,7 @@ import msgspec
 import redis
 import redis.asyncio as aioredis
 
+from ..errors import QueueFull
 from ..results import Decision
 from . import scripts
 from .keys import QUEUES, WORKER_GROUP, Keys
@@ -15,14 +16,6 @@ from .ratelimit import RedisTokenBucket
 from .records import StoredTicket, decode_hash, text
 
 _encoder = msgspec.json.Encoder()
-
-
-class QueueFull(Exception):
-    """The stream backlog is at its bound: the ticket was not accepted."""
-
-    def __init__(self, backlog: int) -> None:
-        super().__init__(f"stream backlog {backlog}")
-        self.backlog = backlog
 
 
 class AcceptOutcome(msgspec.Struct, frozen=True):
@@ -88,7 +81,7 @@ class AsyncStore:
         )
         kind, value = text(reply[0]), text(reply[1])
         if kind == "full":
-            raise QueueFull(int(value))
+            raise QueueFull(f"stream backlog {value}", backlog=int(value))
         if kind == "exists":
             existing_id, _, existing_sha = value.partition(" ")
             return AcceptOutcome(created=False, ticket_id=existing_id, payload_sha=existing_sha)
