@@ -8,11 +8,11 @@ import threading
 import time
 from pathlib import Path
 
-from service.settings import PROJECT_ROOT, load_settings
+from service.settings import Settings, load_settings
 
-SHARED = Path(os.environ.get("TRIAGE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
-DEV_SET = SHARED / "data" / "tickets" / "dev.jsonl"
-CORPUS = SHARED / "data" / "corpus" / "public-tickets.jsonl"
+# The labelled dev set and the public corpus, where the settings say (TRIAGE_DEV_SET, TRIAGE_CORPUS).
+DEV_SET = Path(os.environ.get("TRIAGE_DEV_SET") or Settings().dev_set)
+CORPUS = Path(os.environ.get("TRIAGE_CORPUS") or Settings().corpus)
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 INGEST = "ingest-token-for-tests-0001"
 OPERATOR = "operator-token-for-tests-01"

@@ -15,8 +15,8 @@ def test_vocabulary_is_what_the_model_is_asked():
     vocab = vocabulary()
     assert vocab.levels == ("green", "yellow", "red")
     assert vocab.flags == RED_FLAGS
-    assert list(vocab.categories) == prompts.questions["category"].labels()
-    assert list(vocab.teams) == [team.name for team in prompts.teams]
+    assert vocab.categories == tuple(prompts.questions["category"].labels())
+    assert vocab.teams == tuple(team.name for team in prompts.teams)
 
 
 def test_vocabulary_follows_another_prompts_dir(tmp_path):
