@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cu
 export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
-.PHONY: setup lock model run test test-fast bench lint eval recalibrate study audit loadtest drills deploy-check clean
+.PHONY: setup lock model run test test-fast bench lint eval recalibrate study audit loadtest drills deploy-check docs clean
 
 # Labelled sources: the synthetic training set, the dev set and, when joined locally
 # (data/public-style/README.md), the public-style set whose texts stay out of the repository.
@@ -85,6 +85,11 @@ drills: setup
 
 deploy-check: $(STAMP)
 	bash deploy/check.sh
+
+# The figures between <!-- generated:NAME --> markers in README.md and docs/, from the result
+# files (bench/results.json, docs/results/*.json); tests/test_docs.py fails when one is stale.
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_docs.py
 
 LINTED := service tests loadtest deploy
 
