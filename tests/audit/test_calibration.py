@@ -18,7 +18,7 @@ from service.audit.cases import load_cases
 from service.audit.judge import Judge
 from service.audit.rubric import DEFAULT_RUBRIC_DIR, load_rubric
 
-from .helpers import LookupBackend, yes_for
+from .support import LookupBackend, yes_for
 
 
 def _oracle(cases, rubric, wrong: set[str] = frozenset()) -> LookupBackend:

@@ -30,7 +30,7 @@ from service.results import (
 )
 from service.store import Keys, RedisVerdictCache
 
-from .helpers import LookupBackend
+from .support import LookupBackend
 
 TICKETS = [
     # id, subject, body, final level, category, urgency

@@ -16,7 +16,7 @@ from service.audit.judge import (
 )
 from service.audit.rubric import DEFAULT_RUBRIC_DIR, load_rubric
 
-from .helpers import LookupBackend
+from .support import LookupBackend
 
 FALSE_GREEN = AuditedDecision(text="Please refund invoice 4471 in full.", level="green",
                               category="billing", urgency=2)

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from service.console import route_handlers
-from tests.console.helpers import RULES, sign_in
+from tests.console.support import RULES, sign_in
 from tests.support import OPERATOR, ApiServer, make_settings
 
 

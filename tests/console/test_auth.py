@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from tests.console.helpers import csrf_of, finish, post_ticket, sign_in
+from tests.console.support import csrf_of, finish, post_ticket, sign_in
 from tests.support import INGEST, OPERATOR
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.console.helpers import finish, post_ticket, seed_status
+from tests.console.support import finish, post_ticket, seed_status
 from tests.support import OPERATOR
 from tests.system import requires
 

@@ -7,7 +7,7 @@ import re
 
 import msgspec
 
-from tests.console.helpers import csrf_of, finish, post_ticket, seed_status
+from tests.console.support import csrf_of, finish, post_ticket, seed_status
 
 
 def _metric(text: str, line_start: str) -> float:

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from service.settings import Settings
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 from tests.system import requires
 
 REQUIRED = {

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from service.settings import ENV, Settings
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 COMPOSE = yaml.safe_load(h.COMPOSE_FILE.read_text())
 SERVICES = COMPOSE["services"]

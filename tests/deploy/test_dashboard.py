@@ -6,7 +6,7 @@ import importlib.util
 
 import yaml
 
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 
 def _builder():

@@ -15,7 +15,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 PYPROJECT = tomllib.loads((h.ROOT / "pyproject.toml").read_text())["project"]
 LOCKS = {name: h.ROOT / "requirements" / f"{name}.txt" for name in ("serve", "offline", "dev")}

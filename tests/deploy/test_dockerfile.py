@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from service.settings import ENV
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 STAGES = h.dockerfile_stages()
 

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from service import metrics
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 spec = importlib.util.spec_from_file_location("healthcheck", h.DEPLOY / "healthcheck.py")
 hc = importlib.util.module_from_spec(spec)

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 sys.path.insert(0, str(h.DEPLOY / "k8s"))
 import render  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.store import QUEUES
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 
 LEVELS = {"green", "yellow", "red"}
 

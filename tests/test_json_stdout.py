@@ -9,7 +9,7 @@ import pytest
 
 from service import cli
 from service.output import human_stream, write_json
-from tests.audit.helpers import LookupBackend
+from tests.audit.support import LookupBackend
 from tests.support import REDIS_URL
 
 

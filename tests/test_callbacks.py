@@ -20,7 +20,7 @@ from tests.support import make_settings
 
 SECRET = "whsec_" + "c2VjcmV0LWtleS1mb3ItY2FsbGJhY2stdGVzdHMtMDE="  # 32-byte key
 NEW_SECRET = webhooks.new_secret()
-DOC = Path(__file__).resolve().parents[2] / "docs" / "callbacks.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "callbacks.md"
 
 
 def doc_verify():

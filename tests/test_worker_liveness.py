@@ -18,7 +18,7 @@ from service import metrics
 from service.pipeline import unavailable
 from service.results import ModelInfo
 from service.worker import Worker
-from tests.deploy import helpers as h
+from tests.deploy import support as h
 from tests.support import INGEST, REDIS_URL, ApiServer, make_settings
 
 spec = importlib.util.spec_from_file_location("healthcheck", h.DEPLOY / "healthcheck.py")

@@ -18,7 +18,7 @@ import pytest
 from service.cli import build_parser
 from service.progress import enabled, progress
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ("from service.progress import progress\n"
           "for _ in progress(range(3), desc='replay', unit='ticket', quiet={quiet}):\n"
           "    pass\n"

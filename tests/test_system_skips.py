@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.system import requires, summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_line_names_each_program_its_count_and_package():

@@ -13,7 +13,7 @@ from service.results import L1Result, ModelInfo, TicketIn, Timings
 from service.store import WORKER_GROUP, Delivery, Keys, WorkerStore
 from service.worker import Worker
 from tests.support import REDIS_URL, make_settings
-from tests.worker.test_liveness import HangingClassifier
+from tests.test_worker_liveness import HangingClassifier
 
 MODEL = ModelInfo(name="stand-in", sha256="0" * 64)
 L1 = L1Result(level="none", rules=[], rules_sha="r" * 64)
