@@ -9,7 +9,7 @@ import httpx
 
 from service.console import route_handlers as console_routes
 from service.ratelimit import client_address
-from tests.console.helpers import sign_in
+from tests.console.support import sign_in
 from tests.support import INGEST, ApiServer, make_settings
 
 
