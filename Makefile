@@ -59,6 +59,7 @@ test-fast: $(STAMP)
 bench: setup
 	$(BIN)/triage bench --json bench/results.json
 	$(BIN)/triage rules latency --results bench/results.json --out docs/l1.md
+	$(BIN)/python scripts/gen_docs.py
 
 eval: setup
 	$(BIN)/triage eval --data ../shared/data/tickets/dev.jsonl --json var/eval/dev.json --rows var/eval/dev-rows.jsonl --plots var/eval/plots

@@ -30,7 +30,7 @@ import harness  # noqa: E402
 import hostile  # noqa: E402
 
 from service.callbacks import CallbackSender  # noqa: E402
-from service.keys import WORKER_GROUP  # noqa: E402
+from service.store import WORKER_GROUP  # noqa: E402
 from service.pipeline import combine, unavailable  # noqa: E402
 from service.results import L1Result, ModelInfo, TicketIn, Timings  # noqa: E402
 from service.settings import load_settings  # noqa: E402
