@@ -15,7 +15,7 @@ ALLOWED = {
     "policy": BASE,
     "store": BASE,
     "l1": BASE,
-    "l2": BASE | {"policy"},
+    "l2": BASE | {"policy", "calibration"},  # calibration imports l2 too: they are one layer
     "pipeline": BASE,
     "operators": BASE | {"policy", "store"},
     "worker": BASE | {"store", "pipeline"},

@@ -30,11 +30,14 @@ import harness  # noqa: E402
 import hostile  # noqa: E402
 
 from service.callbacks import CallbackSender  # noqa: E402
-from service.store import WORKER_GROUP  # noqa: E402
 from service.pipeline import combine, unavailable  # noqa: E402
 from service.results import L1Result, ModelInfo, TicketIn, Timings  # noqa: E402
 from service.settings import load_settings  # noqa: E402
-from service.store import Delivery, WorkerStore  # noqa: E402
+from service.store import (  # noqa: E402
+    WORKER_GROUP,  # noqa: E402
+    Delivery,
+    WorkerStore,
+)
 from service.webhooks import new_secret  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRIAGE_DRILLS") != "1",
