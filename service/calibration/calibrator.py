@@ -86,7 +86,9 @@ def calibrated_answer(answer: Answer, probs: np.ndarray, method: Method) -> Answ
     chosen = options[int(np.argmax(probs))]  # ties: the first option, as in service.l2.answers
     raw = answer.raw_probabilities if answer.calibrated else answer.probabilities
     updates: dict[str, object] = {
-        "probabilities": p, "raw_probabilities": raw, "chosen": chosen, "calibrated": True,
+        # "raw" is the unfitted softmax an artifact keeps when nothing beat it: not calibrated
+        "probabilities": p, "raw_probabilities": raw, "chosen": chosen,
+        "calibrated": method != "raw",
         "method": "head" if method in HEADS else "logits",
         # Same definition as the raw answer (p(chosen) * coverage): a ticket whose aliases the
         # model barely considered never looks confident, whatever the map.

@@ -131,3 +131,15 @@ def test_a_head_on_all_positions_reads_them_in_order():
     with pytest.raises(CalibrationMismatch, match="'commitment', which is missing"):
         cal.apply({"risk": raw}, {"risk": feats["risk"]})
 
+
+
+def test_an_answer_mapped_by_the_raw_softmax_is_not_called_calibrated():
+    import numpy as np
+
+    from service.calibration.calibrator import calibrated_answer
+    from service.results import Answer
+
+    answer = Answer(kind="choice", options=["a", "b"], chosen="a",
+                    probabilities={"a": 0.6, "b": 0.4}, coverage=0.9)
+    assert calibrated_answer(answer, np.array([0.6, 0.4]), "raw").calibrated is False
+    assert calibrated_answer(answer, np.array([0.7, 0.3]), "temperature").calibrated is True
