@@ -159,6 +159,7 @@ def test_worker_killed_mid_ticket_is_claimed_by_another_and_stored_once(prefix, 
             first.wait(timeout=10)
         finally:
             first.kill()
+            first.stdout.close()
         assert redis_client.hget(keys.ticket(ticket_id), "status") == b"processing"
         second = _worker_process(prefix, "--burst", TRIAGE_CLAIM_IDLE_MS="1500",
                                  TRIAGE_L2_TIMEOUT_S="600")
@@ -167,6 +168,7 @@ def test_worker_killed_mid_ticket_is_claimed_by_another_and_stored_once(prefix, 
         finally:
             second.send_signal(signal.SIGTERM)
             second.wait(timeout=60)
+            second.stdout.close()
         result = _get(api.url, ticket_id)
     assert result["status"] == "done"
     finished = [e[1][b"id"].decode() for e in redis_client.xrange(keys.results)]
@@ -189,6 +191,7 @@ def test_sigterm_finishes_the_ticket_in_hand_then_exits_zero(prefix, redis_clien
         finally:
             worker.kill()
         output = worker.stdout.read().decode()
+        worker.stdout.close()
         assert code == 0, output[-2000:]
         assert _get(api.url, ticket_id)["status"] == "done"
         assert _get(api.url, waiting)["status"] == "queued"  # stopped reading after the drain

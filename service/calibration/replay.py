@@ -22,54 +22,20 @@ import msgspec
 import numpy as np
 import structlog
 
+from service.l2.features import FEATURE_SETS, feature_names, replay_capture
 from service.l2.runner import Capture
 from service.labelled import LabelledTicket
 from service.results import RED_FLAGS, Answer, Decision, L2Result, ticket_text
 
 log = structlog.get_logger()
 
+__all__ = ["FEATURE_SETS", "Example", "ReplayCache", "ReplayError", "ReplayedClassifier",
+           "feature_names", "labels_from_decision", "labels_from_record", "replay",
+           "replay_capture", "text_sha"]
+
 
 class ReplayError(Exception):
     """The replay cannot run as asked (a calibrated or mismatched classifier)."""
-
-
-def replay_capture(n_layer: int) -> Capture:
-    """The candidate layers: the middle and three quarters down (pooled and at the answers),
-    and the last layer whose output covers every token (pooled). llama.cpp keeps only the
-    output rows in the final layer, so the final layer's answer state is the plain hidden state."""
-    mid, late = n_layer // 2 - 1, (3 * n_layer) // 4 - 1
-    return Capture(pooled=(mid, late, n_layer - 2), answers=(mid, late))
-
-
-# Feature sets by name, resolved against the model's layers (`feature_names`): "answers" is
-# the final layer at every question's answer position, "answers@mid" the middle layer there,
-# "ticket@mid" / "ticket@late" / "ticket@last" a layer averaged over the ticket's tokens.
-FEATURE_SETS: tuple[str, ...] = ("answers", "answers@mid", "answers@late", "ticket@mid",
-                                 "ticket@late", "ticket@last")
-
-
-def feature_names(spec: str | tuple[str, ...], questions: Iterable[str], n_layer: int
-                  ) -> tuple[str, ...]:
-    """The hidden-state vector names (service.l2.decide.hidden_features) a spec stands for;
-    a spec is one name of FEATURE_SETS or several joined with '+'."""
-    capture = replay_capture(n_layer)
-    mid, late = capture.answers
-    last = capture.pooled[-1]
-    layer = {"mid": mid, "late": late, "last": last}
-    parts = spec.split("+") if isinstance(spec, str) else list(spec)
-    names: list[str] = []
-    for part in parts:
-        base, _, where = part.partition("@")
-        if part == "l1":  # L1's rule hits (measured by `triage study --l1-features` only)
-            names.append("l1")
-            continue
-        if part not in FEATURE_SETS:
-            raise ValueError(f"unknown feature set {part!r}; known: {', '.join(FEATURE_SETS)}")
-        if base == "answers":
-            names += [q if not where else f"{q}@l{layer[where]}" for q in questions]
-        else:
-            names.append(f"ticket@l{layer[where]}")
-    return tuple(names)
 
 
 @dataclass
@@ -177,9 +143,9 @@ def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
                     raise ReplayError(f"the replay classifier runs mode {model.mode!r}, "
                                       f"serving runs {cache.mode!r}")
                 runner = getattr(model, "runner", None)
-                if runner is not None and getattr(runner, "capture", cache.capture) != cache.capture:
-                    raise ReplayError(f"the replay classifier reads {runner.capture}, the cache "
-                                      f"holds {cache.capture}")
+                if runner is not None and hasattr(runner, "set_capture"):
+                    # every candidate layer, whatever the factory set up: the cache holds them all
+                    runner.set_capture(cache.capture)
             out = model.classify(text, timeout_s=timeout_s)
             if out.result.method == "unavailable":
                 skipped["l2 unavailable"] += 1

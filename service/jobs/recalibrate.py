@@ -50,6 +50,7 @@ from service.calibration.replay import (
     replay_capture,
     text_sha,
 )
+from service.l2.features import RECORDED
 from service.labelled import LEVELS, read_labelled
 from service.machine import summary as machine_summary
 from service.results import (
@@ -192,8 +193,10 @@ def build_dataset(examples: list[Example], questions: dict[str, Any],
 # ------------------------------------------------------------------------------ the run
 # The features the heads read and the green gate's, chosen by `triage study features`
 # (docs/results.md, "Features"): names of service.calibration.replay.FEATURE_SETS.
-DEFAULT_FEATURES = "ticket@mid"
-DEFAULT_GATE = "ticket@mid"
+# Workers record these on every ticket (service.l2.features.RECORDED), so that operator decisions
+# can train them: a different default must change RECORDED too.
+DEFAULT_FEATURES = RECORDED
+DEFAULT_GATE = RECORDED
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 
 from service.l2.classifier import FALLBACK_QUESTIONS, Classifier
 from service.l2.decide import Fallback, decide, prefix_layout
+from service.l2.runner import Capture
 from service.policy import vocabulary
 from service.results import ticket_text
 
@@ -125,6 +126,7 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         ticket_tokens.append(first.tokens_evaluated - first.suffix_tokens.get("risk", 0))
         served_calibrator = classifier.calibrator
         classifier.set_calibrator(None)  # raw answers, no layer read: what the features cost
+        runner.set_capture(Capture())
         started = time.perf_counter()
         classifier.classify(text)
         no_layers_ms.append((time.perf_counter() - started) * 1000)

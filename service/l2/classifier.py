@@ -27,6 +27,7 @@ from service.l2.decide import (
     prefix_layout,
 )
 from service.l2.decision import Thresholds, decide_level
+from service.l2.features import RECORDED, feature_names
 from service.l2.prompts import Prompts, load_prompts
 from service.l2.runner import Capture, Runner
 from service.model_fetch import recorded_sha256, resolve_model_path
@@ -68,7 +69,7 @@ class Classifier:
                  calibrator: Calibrator | None = None, *, timeout_s: float = 30.0,
                  mode: str = DEFAULT_MODE, thresholds: Thresholds | None = None,
                  risk_permutations: int | None = None, runner: Runner | None = None,
-                 capture: Capture | None = None) -> None:
+                 capture: Capture | None = None, record: str | None = RECORDED) -> None:
         self.prompts: Prompts = load_prompts(prompts_dir)
         self.questions = dict(self.prompts.questions)
         if risk_permutations is not None:
@@ -82,6 +83,9 @@ class Classifier:
         self._model_info: ModelInfo | None = None
         self.runner = runner or Runner(model_path, n_threads=n_threads, n_ctx=n_ctx)
         self._fixed_capture = capture  # a replay reads every candidate layer, whatever heads need
+        # read on every ticket, artifact or not, so that operator decisions can train one
+        self._recorded = frozenset(feature_names(record, self.questions, self.runner.n_layer)
+                                   if record else ())
         self._calibrator = None
         self.set_calibrator(calibrator)
         check_aliases(self.runner, self.questions)  # a multi-token alias stops start-up here
@@ -123,10 +127,12 @@ class Classifier:
     def set_calibrator(self, calibrator: Calibrator | None) -> None:
         """Swap the calibration artifact (None: back to raw logits and default thresholds).
 
-        The runner then reads the intermediate layers this artifact's heads need."""
+        The runner then reads the intermediate layers this artifact's heads and gate need, and
+        those every ticket records for recalibration (`record`)."""
         capture = self._fixed_capture
         if capture is None:
-            capture = capture_for(calibrator.feature_names) if calibrator is not None else Capture()
+            needed = calibrator.feature_names if calibrator is not None else frozenset()
+            capture = capture_for(needed | self._recorded)
         with self._lock:
             self.runner.set_capture(capture)
             self._calibrator = calibrator
