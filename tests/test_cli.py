@@ -31,7 +31,7 @@ def test_fetch_model_honours_triage_model_size(env, argv, size, monkeypatch, tmp
     assert capsys.readouterr().out == f"{tmp_path / 'model.gguf'}\n"
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_pytest_is_strict_and_every_warning_filter_is_named():
