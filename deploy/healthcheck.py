@@ -79,8 +79,9 @@ def check_worker(exposition: str, now: float, max_age: float) -> tuple[bool, str
         return False, "worker: heartbeat, but the main loop never ran"
     loop_age = now - loop
     if loop_age > max_age:
-        return False, (f"worker: heartbeat, but the main loop is stuck: last round "
-                       f"{loop_age:.0f}s ago (limit {max_age:.0f}s)")
+        return False, (
+            f"worker: heartbeat, but the main loop is stuck: last round {loop_age:.0f}s ago (limit {max_age:.0f}s)"
+        )
     return True, f"worker: heartbeat {age:.0f}s ago, main loop {loop_age:.0f}s ago"
 
 
@@ -92,8 +93,9 @@ def _get(url: str, timeout: float) -> tuple[int, str]:
         return error.code, ""
 
 
-def probe(role: str, *, port: int, metrics_port: int, max_age: float,
-          timeout: float, now: float | None = None) -> tuple[bool, str]:
+def probe(
+    role: str, *, port: int, metrics_port: int, max_age: float, timeout: float, now: float | None = None
+) -> tuple[bool, str]:
     try:
         if role == "api":
             status, _ = _get(f"http://127.0.0.1:{port}/healthz", timeout)
@@ -117,8 +119,7 @@ def _env_int(name: str, default: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("role", nargs="?", choices=("api", "worker"))
-    parser.add_argument("--max-age", type=float, default=0.0,
-                        help="worker: oldest acceptable heartbeat in seconds")
+    parser.add_argument("--max-age", type=float, default=0.0, help="worker: oldest acceptable heartbeat in seconds")
     parser.add_argument("--timeout", type=float, default=3.0)
     args = parser.parse_args(argv)
     role = args.role or role_from_cmdline(read_pid1_cmdline())
@@ -126,11 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Docker reserves exit code 2; a job container is judged by its exit code instead.
         print("healthcheck: not a serve/run/worker container; nothing to probe")
         return 0
-    max_age = args.max_age or (2.0 * _env_int("TRIAGE_HEARTBEAT_TTL_S", 30)
-                                + _env_int("TRIAGE_L2_TIMEOUT_S", 30))
-    healthy, reason = probe(role, port=_env_int("TRIAGE_PORT", 8000),
-                            metrics_port=_env_int("TRIAGE_METRICS_PORT", 9108),
-                            max_age=max_age, timeout=args.timeout)
+    max_age = args.max_age or (2.0 * _env_int("TRIAGE_HEARTBEAT_TTL_S", 30) + _env_int("TRIAGE_L2_TIMEOUT_S", 30))
+    healthy, reason = probe(
+        role,
+        port=_env_int("TRIAGE_PORT", 8000),
+        metrics_port=_env_int("TRIAGE_METRICS_PORT", 9108),
+        max_age=max_age,
+        timeout=args.timeout,
+    )
     print(reason)
     return 0 if healthy else 1
 

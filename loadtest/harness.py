@@ -45,9 +45,11 @@ def free_port() -> int:
 
 def default_corpus() -> Path:
     """The public corpus: /work/shared locally, ../shared beside a CI clone."""
-    for candidate in (os.environ.get("TRIAGE_LT_CORPUS"),
-                      ROOT.parent / "shared" / "data" / "corpus" / "public-tickets.jsonl",
-                      Path("/work/shared/data/corpus/public-tickets.jsonl")):
+    for candidate in (
+        os.environ.get("TRIAGE_LT_CORPUS"),
+        ROOT.parent / "shared" / "data" / "corpus" / "public-tickets.jsonl",
+        Path("/work/shared/data/corpus/public-tickets.jsonl"),
+    ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     raise FileNotFoundError("public-tickets.jsonl not found (set TRIAGE_LT_CORPUS)")
@@ -70,8 +72,9 @@ def load_corpus(path: Path | None = None, limit: int = 0) -> list[dict[str, str]
         for line in handle:
             if line.strip():
                 row = json.loads(line)
-                tickets.append({"subject": row.get("subject") or "", "body": row["body"],
-                                "language": row.get("language") or "en"})
+                tickets.append(
+                    {"subject": row.get("subject") or "", "body": row["body"], "language": row.get("language") or "en"}
+                )
             if limit and len(tickets) >= limit:
                 break
     return tickets
@@ -129,8 +132,7 @@ class Process:
 class Stack:
     """A private Redis, one API, any number of workers; the settings through the environment."""
 
-    def __init__(self, workdir: Path, *, env: dict[str, str] | None = None,
-                 redis_url: str | None = None) -> None:
+    def __init__(self, workdir: Path, *, env: dict[str, str] | None = None, redis_url: str | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.prefix = f"lt-{uuid.uuid4().hex[:8]}"
@@ -150,15 +152,21 @@ class Stack:
 
     # ------------------------------------------------------------------ environment
     def env(self, **overrides: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("TRIAGE_") and k != "REDIS_URL"}
-        env.update({
-            "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
-            "REDIS_URL": self.redis_url, "TRIAGE_REDIS_PREFIX": self.prefix,
-            "TRIAGE_HOST": LOOPBACK, "TRIAGE_PORT": str(self.api_port),
-            "TRIAGE_INGEST_TOKENS": self.ingest, "TRIAGE_OPERATOR_TOKENS": self.operator,
-            "TRIAGE_VAR_DIR": str(self.workdir / "var"), "TRIAGE_LOG_LEVEL": "info",
-        })
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRIAGE_") and k != "REDIS_URL"}
+        env.update(
+            {
+                "PYTHONPATH": str(ROOT),
+                "PYTHONUNBUFFERED": "1",
+                "REDIS_URL": self.redis_url,
+                "TRIAGE_REDIS_PREFIX": self.prefix,
+                "TRIAGE_HOST": LOOPBACK,
+                "TRIAGE_PORT": str(self.api_port),
+                "TRIAGE_INGEST_TOKENS": self.ingest,
+                "TRIAGE_OPERATOR_TOKENS": self.operator,
+                "TRIAGE_VAR_DIR": str(self.workdir / "var"),
+                "TRIAGE_LOG_LEVEL": "info",
+            }
+        )
         env.update(self.extra_env)
         env.update(overrides)
         return env
@@ -166,8 +174,7 @@ class Stack:
     @property
     def client(self) -> redis.Redis:
         if self._client is None:
-            self._client = redis.Redis.from_url(self.redis_url, socket_timeout=5,
-                                                socket_connect_timeout=2)
+            self._client = redis.Redis.from_url(self.redis_url, socket_timeout=5, socket_connect_timeout=2)
         return self._client
 
     def http(self, timeout: float = 10.0) -> httpx.Client:
@@ -181,8 +188,9 @@ class Stack:
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> Process:
         log = self.workdir / f"{name}.log"
         handle = log.open("ab")
-        popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
+        popen = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         handle.close()
         return Process(name, popen, log)
 
@@ -192,11 +200,29 @@ class Stack:
             return
         data = self.workdir / "redis"
         data.mkdir(parents=True, exist_ok=True)
-        self.redis_proc = self._spawn("redis", [
-            redis_server_binary(), "--port", str(self.redis_port), "--bind", LOOPBACK,
-            "--dir", str(data), "--appendonly", "yes", "--appendfsync", fsync,
-            "--save", "", "--maxmemory-policy", "noeviction", "--daemonize", "no",
-        ], os.environ.copy())
+        self.redis_proc = self._spawn(
+            "redis",
+            [
+                redis_server_binary(),
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                LOOPBACK,
+                "--dir",
+                str(data),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                fsync,
+                "--save",
+                "",
+                "--maxmemory-policy",
+                "noeviction",
+                "--daemonize",
+                "no",
+            ],
+            os.environ.copy(),
+        )
         self._wait(lambda: self._redis_up(), timeout, "redis did not start")
 
     def kill_redis(self) -> None:
@@ -214,17 +240,16 @@ class Stack:
             return False
 
     def start_api(self, timeout: float = 60.0, **env: str) -> Process:
-        self.api = self._spawn("api", [sys.executable, "-m", "service.cli", "serve"],
-                               self.env(**env))
-        self._wait(lambda: self._healthz(), timeout, "the API did not answer /healthz",
-                   process=self.api)
+        self.api = self._spawn("api", [sys.executable, "-m", "service.cli", "serve"], self.env(**env))
+        self._wait(lambda: self._healthz(), timeout, "the API did not answer /healthz", process=self.api)
         return self.api
 
     def start_extra_api(self, timeout: float = 60.0, **env: str) -> Process:
         """A second API process on its own port, on the same Redis and prefix (a replica)."""
         port = free_port()
-        proc = self._spawn(f"api-{port}", [sys.executable, "-m", "service.cli", "serve"],
-                           self.env(TRIAGE_PORT=str(port), **env))
+        proc = self._spawn(
+            f"api-{port}", [sys.executable, "-m", "service.cli", "serve"], self.env(TRIAGE_PORT=str(port), **env)
+        )
         proc.url = f"http://{LOOPBACK}:{port}"  # type: ignore[attr-defined]
         self.extra_apis.append(proc)
 
@@ -233,14 +258,16 @@ class Stack:
                 return httpx.get(f"{proc.url}/healthz", timeout=2).status_code == 200  # type: ignore[attr-defined]
             except httpx.HTTPError:
                 return False
+
         self._wait(answers, timeout, "the second API did not answer /healthz", process=proc)
         return proc
 
     def start_worker(self, name: str | None = None, **env: str) -> Process:
         name = name or f"worker{len(self.workers) + 1}"
         port = free_port()
-        proc = self._spawn(name, [sys.executable, "-m", "service.cli", "worker"],
-                           self.env(TRIAGE_METRICS_PORT=str(port), **env))
+        proc = self._spawn(
+            name, [sys.executable, "-m", "service.cli", "worker"], self.env(TRIAGE_METRICS_PORT=str(port), **env)
+        )
         proc.metrics_port = port  # type: ignore[attr-defined]
         self.workers.append(proc)
         return proc
@@ -259,28 +286,26 @@ class Stack:
 
     def wait_ready(self, workers: int = 1, timeout: float = 600.0) -> None:
         """Until /readyz counts `workers` live workers (model loaded, heartbeat written)."""
+
         def ready() -> bool:
             try:
                 status, body = self.readyz()
             except httpx.HTTPError:
                 return False
             return status == 200 and body.get("workers", 0) >= workers
-        self._wait(ready, timeout, f"{workers} worker(s) not ready",
-                   process=self.workers[-1] if self.workers else None)
+
+        self._wait(ready, timeout, f"{workers} worker(s) not ready", process=self.workers[-1] if self.workers else None)
 
     @staticmethod
-    def _wait(check, timeout: float, message: str, process: Process | None = None,
-              interval: float = 0.5) -> None:
+    def _wait(check, timeout: float, message: str, process: Process | None = None, interval: float = 0.5) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if check():
                 return
             if process is not None and not process.alive():
-                raise RuntimeError(f"{message}: {process.name} exited "
-                                   f"{process.popen.returncode}\n{process.tail()}")
+                raise RuntimeError(f"{message}: {process.name} exited {process.popen.returncode}\n{process.tail()}")
             time.sleep(interval)
-        raise TimeoutError(f"{message} within {timeout:.0f} s"
-                           + (f"\n{process.tail()}" if process else ""))
+        raise TimeoutError(f"{message} within {timeout:.0f} s" + (f"\n{process.tail()}" if process else ""))
 
     def stop(self) -> None:
         for proc in self.workers:
@@ -294,7 +319,7 @@ class Stack:
             with contextlib.suppress(redis.RedisError):
                 keys = list(self.client.scan_iter(f"{self.prefix}:*", count=1000))
                 for start in range(0, len(keys), 500):
-                    self.client.delete(*keys[start:start + 500])
+                    self.client.delete(*keys[start : start + 500])
             if self._client is not None:
                 self._client.close()
                 self._client = None
@@ -312,8 +337,9 @@ class Stack:
         token = self.ingest if role == "ingest" else self.operator
         return {"Authorization": f"Bearer {token}"}
 
-    def post_tickets(self, tickets: list[dict[str, Any]], http: httpx.Client | None = None
-                     ) -> list[tuple[int, str | None]]:
+    def post_tickets(
+        self, tickets: list[dict[str, Any]], http: httpx.Client | None = None
+    ) -> list[tuple[int, str | None]]:
         """POST each ticket once; (status, id or None) per ticket."""
         out = []
         own = http is None
@@ -321,8 +347,9 @@ class Stack:
         try:
             for ticket in tickets:
                 try:
-                    response = http.post("/v1/tickets", json=ticket, headers={
-                        **self.headers(), "Idempotency-Key": uuid.uuid4().hex})
+                    response = http.post(
+                        "/v1/tickets", json=ticket, headers={**self.headers(), "Idempotency-Key": uuid.uuid4().hex}
+                    )
                     ticket_id = response.json().get("id") if response.status_code == 202 else None
                     out.append((response.status_code, ticket_id))
                 except httpx.HTTPError:
@@ -368,10 +395,15 @@ class Stack:
             if not finished and ticket_id not in in_stream:
                 lost.append(ticket_id)
         try:
-            group = next((g for g in self.client.xinfo_groups(self.keys.stream)
-                          if g["name"].decode() == WORKER_GROUP), {})
+            group = next(
+                (g for g in self.client.xinfo_groups(self.keys.stream) if g["name"].decode() == WORKER_GROUP), {}
+            )
         except redis.ResponseError:
             group = {}
-        return {"accepted": len(ids), "by_status": counts, "lost": lost,
-                "in_stream": len(in_stream), "pending": int(group.get("pending", 0) or 0)}
-
+        return {
+            "accepted": len(ids),
+            "by_status": counts,
+            "lost": lost,
+            "in_stream": len(in_stream),
+            "pending": int(group.get("pending", 0) or 0),
+        }

@@ -45,8 +45,9 @@ def _corpus() -> list[dict[str, str]]:
         for line in handle:
             if line.strip():
                 row = json.loads(line)
-                rows.append({"subject": row.get("subject") or "", "body": row["body"],
-                             "language": row.get("language") or "en"})
+                rows.append(
+                    {"subject": row.get("subject") or "", "body": row["body"], "language": row.get("language") or "en"}
+                )
     return rows
 
 
@@ -80,10 +81,13 @@ class Helpdesk(HttpUser):
     def post_ticket(self) -> None:
         ticket = next(_tickets)
         sent = time.time()
-        with self.client.post("/v1/tickets", json=ticket, name="POST /v1/tickets",
-                              headers={"Authorization": f"Bearer {INGEST}",
-                                       "Idempotency-Key": uuid.uuid4().hex},
-                              catch_response=True) as response:
+        with self.client.post(
+            "/v1/tickets",
+            json=ticket,
+            name="POST /v1/tickets",
+            headers={"Authorization": f"Bearer {INGEST}", "Idempotency-Key": uuid.uuid4().hex},
+            catch_response=True,
+        ) as response:
             ms = response.request_meta["response_time"]
             ticket_id = None
             if response.status_code == 202:
@@ -112,8 +116,9 @@ class Operator(HttpUser):
     @task
     def review(self) -> None:
         queue = random.choice(("red", "yellow"))
-        response = self.client.get(f"/v1/queues/{queue}?limit=20", name="GET /v1/queues/{queue}",
-                                   headers=self._headers())
+        response = self.client.get(
+            f"/v1/queues/{queue}?limit=20", name="GET /v1/queues/{queue}", headers=self._headers()
+        )
         if response.status_code != 200:
             return
         items = response.json().get("items") or []
@@ -122,7 +127,11 @@ class Operator(HttpUser):
         item = items[0]
         level = item.get("level") or queue
         decision = {"operator": "loadtest", "action": "approve", "correct_level": level}
-        done = self.client.post(f"/v1/tickets/{item['id']}/decision", json=decision,
-                                name="POST /v1/tickets/{id}/decision", headers=self._headers())
+        done = self.client.post(
+            f"/v1/tickets/{item['id']}/decision",
+            json=decision,
+            name="POST /v1/tickets/{id}/decision",
+            headers=self._headers(),
+        )
         with _lock:
             _decisions.append((done.status_code, item["id"]))

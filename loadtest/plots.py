@@ -16,8 +16,28 @@ from pathlib import Path
 from typing import Any
 
 # Accept-latency bucket edges in ms: fine where the 50 ms objective is, coarse beyond.
-EDGES_MS = (0.0, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0,
-            250.0, 500.0, 1000.0, 2500.0, 5000.0, math.inf)
+EDGES_MS = (
+    0.0,
+    1.0,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    50.0,
+    75.0,
+    100.0,
+    150.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    math.inf,
+)
 
 
 def histogram(values_ms: list[float], edges: tuple[float, ...] = EDGES_MS) -> dict[str, list]:
@@ -43,18 +63,18 @@ def accept_png(report: dict[str, Any], path: Path, objective_ms: float = 50.0) -
     fig = Figure(figsize=(9, 3.8))
     ax = fig.add_subplot()
     ax.bar(range(len(counts)), counts, color="#4c78a8")
-    ax.set_xticks(range(len(counts)), labels, rotation=45, ha="right", rotation_mode="anchor",
-                  fontsize=7)
+    ax.set_xticks(range(len(counts)), labels, rotation=45, ha="right", rotation_mode="anchor", fontsize=7)
     ax.set_yscale("symlog")
     ax.set_ylim(0, max(counts) * 3)
     ax.set_xlabel("accept latency, ms (bucket upper edge)")
     ax.set_ylabel("requests (log scale)")
     under = sum(c for c, e in zip(counts, edges[1:], strict=True) if e is not None and e <= objective_ms)
-    ax.set_title(f"POST /v1/tickets: p50 {quant['p50']} ms, p99 {quant['p99']} ms over "
-                 f"{quant['n']} requests; {under}/{sum(counts)} within {objective_ms:g} ms")
+    ax.set_title(
+        f"POST /v1/tickets: p50 {quant['p50']} ms, p99 {quant['p99']} ms over "
+        f"{quant['n']} requests; {under}/{sum(counts)} within {objective_ms:g} ms"
+    )
     objective_at = next(i for i, e in enumerate(edges[1:]) if e is None or e >= objective_ms)
-    ax.axvline(objective_at + 0.5, color="#e45756", ls="--", lw=1.2,
-               label=f"objective: p99 < {objective_ms:g} ms")
+    ax.axvline(objective_at + 0.5, color="#e45756", ls="--", lw=1.2, label=f"objective: p99 < {objective_ms:g} ms")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -84,8 +104,9 @@ def backlog_png(report: dict[str, Any], path: Path) -> Path | None:
     lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left")
     cfg = report.get("config", {})
-    ax.set_title(f"{cfg.get('rate')} tickets/s for {cfg.get('duration_s')} s, "
-                 f"{cfg.get('workers')} worker(s): backlog over time")
+    ax.set_title(
+        f"{cfg.get('rate')} tickets/s for {cfg.get('duration_s')} s, {cfg.get('workers')} worker(s): backlog over time"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     return path
@@ -95,8 +116,10 @@ def draw(report: dict[str, Any], folder: Path, stem: str = "") -> list[Path]:
     """accept-latency.png and backlog.png (prefixed with `stem-` when given) in `folder`;
     the ones the report has data for."""
     prefix = f"{stem}-" if stem else ""
-    drawn = [accept_png(report, folder / f"{prefix}accept-latency.png"),
-             backlog_png(report, folder / f"{prefix}backlog.png")]
+    drawn = [
+        accept_png(report, folder / f"{prefix}accept-latency.png"),
+        backlog_png(report, folder / f"{prefix}backlog.png"),
+    ]
     return [p for p in drawn if p is not None]
 
 

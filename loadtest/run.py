@@ -49,8 +49,10 @@ def ensure_locust() -> Path:
     """The locust script beside this interpreter (the `loadtest` extra)."""
     locust = Path(sys.executable).parent / "locust"
     if not locust.exists():
-        raise SystemExit(f"loadtest: {locust} is missing: install the `loadtest` extra "
-                         "(`make setup`, or pip install -e '.[loadtest]')")
+        raise SystemExit(
+            f"loadtest: {locust} is missing: install the `loadtest` extra "
+            "(`make setup`, or pip install -e '.[loadtest]')"
+        )
     return locust
 
 
@@ -59,9 +61,13 @@ def _ms(value: float | None) -> float | None:
 
 
 def quantiles(values: list[float]) -> dict[str, float | None]:
-    return {"p50": _ms(harness.percentile(values, 50)), "p95": _ms(harness.percentile(values, 95)),
-            "p99": _ms(harness.percentile(values, 99)),
-            "max": _ms(max(values) if values else None), "n": len(values)}
+    return {
+        "p50": _ms(harness.percentile(values, 50)),
+        "p95": _ms(harness.percentile(values, 95)),
+        "p99": _ms(harness.percentile(values, 99)),
+        "max": _ms(max(values) if values else None),
+        "n": len(values),
+    }
 
 
 class Sampler(threading.Thread):
@@ -87,9 +93,17 @@ class Sampler(threading.Thread):
                     pending = int(client.xpending(keys.stream, "workers")["pending"])
                 except Exception:  # no group yet
                     pending = 0
-                self.samples.append({"t": time.time(), "backlog": backlog, "pending": pending,
-                                     "results": results, "yellow": yellow, "red": red,
-                                     "load1": os.getloadavg()[0]})
+                self.samples.append(
+                    {
+                        "t": time.time(),
+                        "backlog": backlog,
+                        "pending": pending,
+                        "results": results,
+                        "yellow": yellow,
+                        "red": red,
+                        "load1": os.getloadavg()[0],
+                    }
+                )
             except Exception as error:  # a sampling hiccup must not end the run
                 self.samples.append({"t": time.time(), "error": type(error).__name__})
             self.halt.wait(self.interval)
@@ -99,19 +113,42 @@ def run_locust(stack: harness.Stack, args: argparse.Namespace, workdir: Path) ->
     locust = ensure_locust()
     out = workdir / "locust-outcomes.json"
     users = args.users + 2  # + the two fixed operators
-    env = {**os.environ, "TRIAGE_LT_INGEST": stack.ingest, "TRIAGE_LT_OPERATOR": stack.operator,
-           "TRIAGE_LT_RATE": str(args.rate), "TRIAGE_LT_HELPDESK_USERS": str(args.users),
-           "TRIAGE_LT_CORPUS": str(args.corpus), "TRIAGE_LT_OUT": str(out)}
-    command = [str(locust), "-f", str(HERE / "locustfile.py"), "--headless", "-u", str(users),
-               "-r", str(users), "-t", f"{args.duration}s", "--host", stack.base_url,
-               "--stop-timeout", "5", "--only-summary", "--csv", str(workdir / "locust"),
-               "--loglevel", "WARNING"]
+    env = {
+        **os.environ,
+        "TRIAGE_LT_INGEST": stack.ingest,
+        "TRIAGE_LT_OPERATOR": stack.operator,
+        "TRIAGE_LT_RATE": str(args.rate),
+        "TRIAGE_LT_HELPDESK_USERS": str(args.users),
+        "TRIAGE_LT_CORPUS": str(args.corpus),
+        "TRIAGE_LT_OUT": str(out),
+    }
+    command = [
+        str(locust),
+        "-f",
+        str(HERE / "locustfile.py"),
+        "--headless",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{args.duration}s",
+        "--host",
+        stack.base_url,
+        "--stop-timeout",
+        "5",
+        "--only-summary",
+        "--csv",
+        str(workdir / "locust"),
+        "--loglevel",
+        "WARNING",
+    ]
     with (workdir / "locust.log").open("wb") as log:
-        done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=args.duration + 120, cwd=harness.ROOT)
+        done = subprocess.run(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.duration + 120, cwd=harness.ROOT
+        )
     if not out.exists():
-        raise RuntimeError(f"locust wrote no outcomes (exit {done.returncode}); see "
-                           f"{workdir / 'locust.log'}")
+        raise RuntimeError(f"locust wrote no outcomes (exit {done.returncode}); see {workdir / 'locust.log'}")
     data = json.loads(out.read_text())
     data["exit_code"] = done.returncode
     return data
@@ -119,8 +156,11 @@ def run_locust(stack: harness.Stack, args: argparse.Namespace, workdir: Path) ->
 
 def backpressure(stack: harness.Stack, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """A second API on the same Redis (own prefix, no worker) with a small stream bound."""
-    probe = harness.Stack(workdir / "backpressure", redis_url=stack.redis_url,
-                          env={"TRIAGE_STREAM_MAX": str(args.bound), "TRIAGE_RETRY_AFTER_S": "7"})
+    probe = harness.Stack(
+        workdir / "backpressure",
+        redis_url=stack.redis_url,
+        env={"TRIAGE_STREAM_MAX": str(args.bound), "TRIAGE_RETRY_AFTER_S": "7"},
+    )
     try:
         probe.start_api()
         tickets = harness.load_corpus(args.corpus, limit=args.bound + 10)
@@ -131,20 +171,32 @@ def backpressure(stack: harness.Stack, args: argparse.Namespace, workdir: Path) 
                 response = http.post("/v1/tickets", json=ticket, headers=probe.headers())
                 statuses[response.status_code] += 1
                 if response.status_code == 429 and first_429 is None:
-                    first_429 = {"after_accepted": statuses[202],
-                                 "retry_after": response.headers.get("Retry-After"),
-                                 "content_type": response.headers.get("content-type"),
-                                 "body": response.json()}
-        ok = (statuses[202] == args.bound and first_429 is not None
-              and first_429["retry_after"] == "7" and statuses[429] == len(tickets) - args.bound)
+                    first_429 = {
+                        "after_accepted": statuses[202],
+                        "retry_after": response.headers.get("Retry-After"),
+                        "content_type": response.headers.get("content-type"),
+                        "body": response.json(),
+                    }
+        ok = (
+            statuses[202] == args.bound
+            and first_429 is not None
+            and first_429["retry_after"] == "7"
+            and statuses[429] == len(tickets) - args.bound
+        )
         return {"bound": args.bound, "statuses": dict(statuses), "first_429": first_429, "ok": ok}
     finally:
         probe.stop()
 
 
-def analyse(stack: harness.Stack, args: argparse.Namespace, outcomes: dict[str, Any],
-            samples: list[dict[str, Any]], load_start: float, load_end: float,
-            drained_at: float) -> dict[str, Any]:
+def analyse(
+    stack: harness.Stack,
+    args: argparse.Namespace,
+    outcomes: dict[str, Any],
+    samples: list[dict[str, Any]],
+    load_start: float,
+    load_end: float,
+    drained_at: float,
+) -> dict[str, Any]:
     posts = outcomes["posts"]
     statuses = Counter(status for _, _, status, _ in posts)
     accepted = [ticket_id for _, _, status, ticket_id in posts if status == 202 and ticket_id]
@@ -184,8 +236,7 @@ def analyse(stack: harness.Stack, args: argparse.Namespace, outcomes: dict[str, 
     backlog = [s for s in samples if "backlog" in s and load_start <= s["t"] <= load_end]
     growth = None
     if len(backlog) >= 2:
-        growth = (backlog[-1]["backlog"] - backlog[0]["backlog"]) / max(
-            1e-9, (backlog[-1]["t"] - backlog[0]["t"]) / 60)
+        growth = (backlog[-1]["backlog"] - backlog[0]["backlog"]) / max(1e-9, (backlog[-1]["t"] - backlog[0]["t"]) / 60)
     accept_ms = [ms for _, ms, status, _ in posts if status in (202, 429)]
     offered = len(posts) / max(1e-9, load_end - load_start)
     accept_histogram = plots.histogram(accept_ms)
@@ -193,28 +244,42 @@ def analyse(stack: harness.Stack, args: argparse.Namespace, outcomes: dict[str, 
     return {
         "accept_ms": quantiles(accept_ms),
         "accept_histogram": accept_histogram,
-        "requests": {"total": len(posts), "per_second": round(offered, 2),
-                     "by_status": {str(k): v for k, v in sorted(statuses.items())},
-                     "server_errors": server_errors,
-                     "error_rate": round(errors / max(1, len(posts)), 5)},
+        "requests": {
+            "total": len(posts),
+            "per_second": round(offered, 2),
+            "by_status": {str(k): v for k, v in sorted(statuses.items())},
+            "server_errors": server_errors,
+            "error_rate": round(errors / max(1, len(posts)), 5),
+        },
         "decisions": {str(k): v for k, v in sorted(decisions.items())},
-        "processed": {"during_load": in_load,
-                      "per_minute_during_load": round(in_load / max(1e-9, load_minutes), 2),
-                      "total": len(completions),
-                      "per_minute_overall": round(len(completions) / total_minutes, 2),
-                      "by_final_level": dict(levels), "by_method": dict(methods)},
-        "capacity": {"tickets_per_minute": None if capacity is None else round(capacity, 2),
-                     "per_worker": None if per_worker is None else round(per_worker, 2),
-                     "l2_ms": quantiles(l2)},
+        "processed": {
+            "during_load": in_load,
+            "per_minute_during_load": round(in_load / max(1e-9, load_minutes), 2),
+            "total": len(completions),
+            "per_minute_overall": round(len(completions) / total_minutes, 2),
+            "by_final_level": dict(levels),
+            "by_method": dict(methods),
+        },
+        "capacity": {
+            "tickets_per_minute": None if capacity is None else round(capacity, 2),
+            "per_worker": None if per_worker is None else round(per_worker, 2),
+            "l2_ms": quantiles(l2),
+        },
         "end_to_end_ms": quantiles(e2e),
         "queue_wait_ms": quantiles(wait),
-        "queue_growth": {"backlog_start": backlog[0]["backlog"] if backlog else None,
-                         "backlog_end_of_load": backlog[-1]["backlog"] if backlog else None,
-                         "backlog_max": max((s["backlog"] for s in backlog), default=None),
-                         "per_minute": None if growth is None else round(growth, 1)},
-        "integrity": {**audit, "lost": len(audit["lost"]), "lost_ids": audit["lost"][:20],
-                      "all_have_results": audit["by_status"].get("done", 0)
-                      + audit["by_status"].get("failed", 0) == len(accepted)},
+        "queue_growth": {
+            "backlog_start": backlog[0]["backlog"] if backlog else None,
+            "backlog_end_of_load": backlog[-1]["backlog"] if backlog else None,
+            "backlog_max": max((s["backlog"] for s in backlog), default=None),
+            "per_minute": None if growth is None else round(growth, 1),
+        },
+        "integrity": {
+            **audit,
+            "lost": len(audit["lost"]),
+            "lost_ids": audit["lost"][:20],
+            "all_have_results": audit["by_status"].get("done", 0) + audit["by_status"].get("failed", 0)
+            == len(accepted),
+        },
     }
 
 
@@ -277,15 +342,19 @@ def render_markdown(report: dict[str, Any], pictures: list[str] | tuple[str, ...
         f"{integ['accepted']} accepted: {integ['by_status']}; {integ['in_stream']} still in the "
         f"stream ({integ['pending']} delivered, not acknowledged). Lost: {integ['lost']}. "
         f"Every accepted ticket has a result: {'yes' if integ['all_have_results'] else 'no'}"
-        + ("" if integ["all_have_results"] else
-           " (the rest wait in the stream; at the measured capacity the backlog takes "
-           f"{report['sizing']['drain_minutes']} more minutes)") + ".",
+        + (
+            ""
+            if integ["all_have_results"]
+            else " (the rest wait in the stream; at the measured capacity the backlog takes "
+            f"{report['sizing']['drain_minutes']} more minutes)"
+        )
+        + ".",
         "",
         "## Sizing",
         "",
         f"At {cap['per_worker']} tickets/min per worker: "
-        + ", ".join(f"{k} tickets/min need {v} worker(s)"
-                    for k, v in report["sizing"]["workers_for"].items()) + ".",
+        + ", ".join(f"{k} tickets/min need {v} worker(s)" for k, v in report["sizing"]["workers_for"].items())
+        + ".",
         "",
         f"Raw samples and Locust's CSVs: `{report['workdir']}`.",
     ]
@@ -302,8 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="TRIAGE_N_THREADS per worker")
     parser.add_argument("--model-size", default="0.5b", choices=("0.5b", "1.5b"))
-    parser.add_argument("--drain", type=int, default=120,
-                        help="seconds to let workers finish after the load")
+    parser.add_argument("--drain", type=int, default=120, help="seconds to let workers finish after the load")
     parser.add_argument("--bound", type=int, default=25, help="stream bound of the 429 check")
     parser.add_argument("--corpus", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="report folder")
@@ -316,14 +384,18 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     load_before = round(os.getloadavg()[0], 2)
 
-    stack = harness.Stack(out / "stack", env={
-        # The limiter is per token and 50/s by default: lift it so the test measures latency,
-        # not the limiter (the limiter has its own tests).
-        "TRIAGE_INGEST_RATE": str(max(100.0, args.rate * 2)),
-        "TRIAGE_INGEST_BURST": str(int(max(200, args.rate * 4))),
-        "TRIAGE_N_THREADS": str(args.threads), "TRIAGE_MODEL_SIZE": args.model_size,
-        "TRIAGE_LOG_LEVEL": "warning",
-    })
+    stack = harness.Stack(
+        out / "stack",
+        env={
+            # The limiter is per token and 50/s by default: lift it so the test measures latency,
+            # not the limiter (the limiter has its own tests).
+            "TRIAGE_INGEST_RATE": str(max(100.0, args.rate * 2)),
+            "TRIAGE_INGEST_BURST": str(int(max(200, args.rate * 4))),
+            "TRIAGE_N_THREADS": str(args.threads),
+            "TRIAGE_MODEL_SIZE": args.model_size,
+            "TRIAGE_LOG_LEVEL": "warning",
+        },
+    )
     report: dict[str, Any] = {}
     try:
         print(f"loadtest: starting Redis, API and {args.workers} worker(s) in {out}", flush=True)
@@ -344,32 +416,44 @@ def main(argv: list[str] | None = None) -> int:
         drained_at = time.time()
         sampler.halt.set()
         sampler.join(10)
-        results = analyse(stack, args, outcomes, sampler.samples, load_start, load_end,
-                          drained_at)
+        results = analyse(stack, args, outcomes, sampler.samples, load_start, load_end, drained_at)
         print("loadtest: back-pressure check", flush=True)
         bp = backpressure(stack, args, out)
         per_worker = results["capacity"]["per_worker"]
         remaining = results["integrity"]["accepted"] - results["processed"]["total"]
         report = {
-            "started": started, "workdir": str(out),
-            "config": {"rate": args.rate, "duration_s": args.duration, "users": args.users,
-                       "workers": args.workers, "threads": args.threads,
-                       "model_size": args.model_size, "drain_s": args.drain,
-                       "bound": args.bound, "corpus": str(args.corpus)},
-            "machine": {"cpus": os.cpu_count(), "load_before": load_before,
-                        "load_after": round(os.getloadavg()[0], 2),
-                        "python": platform.python_version()},
+            "started": started,
+            "workdir": str(out),
+            "config": {
+                "rate": args.rate,
+                "duration_s": args.duration,
+                "users": args.users,
+                "workers": args.workers,
+                "threads": args.threads,
+                "model_size": args.model_size,
+                "drain_s": args.drain,
+                "bound": args.bound,
+                "corpus": str(args.corpus),
+            },
+            "machine": {
+                "cpus": os.cpu_count(),
+                "load_before": load_before,
+                "load_after": round(os.getloadavg()[0], 2),
+                "python": platform.python_version(),
+            },
             "load_window": {"start": load_start, "end": load_end},
-            "results": results, "backpressure": bp,
-            "sizing": {"workers_for": {str(n): workers_needed(n, per_worker)
-                                       for n in (10, 30, 60, 120, 300)},
-                       "drain_minutes": None if not per_worker else
-                       round(remaining / (per_worker * args.workers), 1)},
+            "results": results,
+            "backpressure": bp,
+            "sizing": {
+                "workers_for": {str(n): workers_needed(n, per_worker) for n in (10, 30, 60, 120, 300)},
+                "drain_minutes": None if not per_worker else round(remaining / (per_worker * args.workers), 1),
+            },
             "samples": sampler.samples,
         }
         report["targets"] = {
-            "accept_p99": (results["accept_ms"]["p99"] is not None
-                           and results["accept_ms"]["p99"] < TARGETS["accept_p99_ms"]),
+            "accept_p99": (
+                results["accept_ms"]["p99"] is not None and results["accept_ms"]["p99"] < TARGETS["accept_p99_ms"]
+            ),
             "no_5xx": results["requests"]["server_errors"] == 0,
             "none_lost": results["integrity"]["lost"] == 0,
             "backpressure": bp["ok"],

@@ -28,8 +28,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     corpus = Path(args.corpus or settings.corpus)
     report: dict[str, object] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": "triage bench " + " ".join(f"--{k} {v}" for k, v in vars(args).items()
-                                               if k in ("json", "tickets", "only") and v),
+        "command": "triage bench "
+        + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k in ("json", "tickets", "only") and v),
         "machine": describe(),
     }
     if args.only in ("all", "l1"):
@@ -72,11 +72,9 @@ def keep_other_sections(out: Path, report: dict, only: str) -> dict:
 
 def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="measure L1 and L2 latency on this machine")
-    bench.add_argument("--json", default="bench/results.json",
-                       help="where to write the results ('-': stdout)")
+    bench.add_argument("--json", default="bench/results.json", help="where to write the results ('-': stdout)")
     bench.add_argument("--dev", default="", help="labelled dev set (default TRIAGE_DEV_SET)")
-    bench.add_argument("--corpus", default="",
-                       help="unlabelled public corpus (default TRIAGE_CORPUS)")
+    bench.add_argument("--corpus", default="", help="unlabelled public corpus (default TRIAGE_CORPUS)")
     bench.add_argument("--tickets", type=int, default=16, help="tickets for the L2 comparison")
     bench.add_argument("--only", choices=("all", "l1", "l2"), default="all")
     add_quiet_argument(bench)

@@ -38,8 +38,7 @@ def host_allowed(url: str, allowed: tuple[str, ...]) -> bool:
 
 
 class CallbackSender:
-    def __init__(self, settings: Settings, client: redis.Redis, consumer: str,
-                 parallel: int = 4) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis, consumer: str, parallel: int = 4) -> None:
         self.settings = settings
         self.store = CallbackStore(client, Keys(settings.redis_prefix))
         self.consumer = consumer
@@ -58,8 +57,13 @@ class CallbackSender:
                 return
             except Exception as error:
                 metrics.callback_sender_restarts_total.inc()
-                log.error("callback_sender_crashed", error=type(error).__name__,
-                          detail=str(error)[:200], restart_in_s=delay, exc_info=True)
+                log.error(
+                    "callback_sender_crashed",
+                    error=type(error).__name__,
+                    detail=str(error)[:200],
+                    restart_in_s=delay,
+                    exc_info=True,
+                )
             if time.monotonic() - started > 10 * RESTART_MAX_DELAY_S:
                 delay = 1.0  # it ran a good while: a fresh fault, not a crash loop
             if self.stop.wait(delay):
@@ -74,8 +78,11 @@ class CallbackSender:
                     self.store.ensure_group()
                     ensured = True
                 entries = self.store.next_entries(
-                    self.consumer, min_idle_ms=max(self.settings.claim_idle_ms, 60_000),
-                    count=self.parallel, block_ms=1000)
+                    self.consumer,
+                    min_idle_ms=max(self.settings.claim_idle_ms, 60_000),
+                    count=self.parallel,
+                    block_ms=1000,
+                )
             except redis.RedisError as error:
                 log.warning("callback_redis_unavailable", error=type(error).__name__)
                 ensured = False  # a restarted Redis without persistence has lost the group
@@ -96,8 +103,7 @@ class CallbackSender:
             outcome, reason = self.deliver(ticket_id)
         except redis.RedisError as error:
             # Not the helpdesk's fault: left pending, this sender tries it again.
-            log.warning("callback_redis_unavailable", ticket_id=ticket_id,
-                        error=type(error).__name__)
+            log.warning("callback_redis_unavailable", ticket_id=ticket_id, error=type(error).__name__)
             self.stop.wait(1.0)
             return
         except Exception as error:  # a bug here must not kill the sender thread
@@ -117,8 +123,9 @@ class CallbackSender:
                 self.store.settle(entry, outcome, reason)
                 break
             except redis.RedisError as error:
-                log.warning("callback_settle_retry", ticket_id=entry.ticket_id, outcome=outcome,
-                            error=type(error).__name__)
+                log.warning(
+                    "callback_settle_retry", ticket_id=entry.ticket_id, outcome=outcome, error=type(error).__name__
+                )
                 if self.stop.wait(delay):
                     return
                 delay = min(delay * 2, 10.0)
@@ -138,9 +145,11 @@ class CallbackSender:
         delay = self.settings.callback_backoff_s
         reason = ""
         for attempt in range(1, self.settings.callback_attempts + 1):
-            headers = {"Content-Type": "application/json", "X-Triage-Ticket": ticket_id,
-                       **webhooks.headers(self.settings.callback_secret, ticket_id,
-                                          int(time.time()), body)}
+            headers = {
+                "Content-Type": "application/json",
+                "X-Triage-Ticket": ticket_id,
+                **webhooks.headers(self.settings.callback_secret, ticket_id, int(time.time()), body),
+            }
             try:
                 response = self.http.post(url, content=body, headers=headers)
                 if response.status_code < 300:
@@ -148,8 +157,7 @@ class CallbackSender:
                     return "delivered", ""
                 reason = f"status {response.status_code}"
                 if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
-                    log.warning("callback_rejected", ticket_id=ticket_id,
-                                status=response.status_code)
+                    log.warning("callback_rejected", ticket_id=ticket_id, status=response.status_code)
                     return "failed", f"rejected: {reason}"
             except httpx.HTTPError as error:
                 reason = type(error).__name__

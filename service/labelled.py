@@ -99,10 +99,10 @@ def text_sha256(subject: str | None, body: str) -> str:
     return hashlib.sha256(ticket_text(subject, body).encode("utf-8")).hexdigest()
 
 
-def join_labels(texts_path: str | Path, labels_path: str | Path
-                ) -> tuple[list[LabelledTicket], list[str]]:
+def join_labels(texts_path: str | Path, labels_path: str | Path) -> tuple[list[LabelledTicket], list[str]]:
     """Labelled records from a file of texts and a file of labels, matched by text sha256:
     (the records, the label ids whose text was not found)."""
+
     def lines(path: str | Path) -> list[str]:
         try:
             return [x for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
@@ -126,9 +126,17 @@ def join_labels(texts_path: str | Path, labels_path: str | Path
         if text is None:
             missing.append(label.id)
             continue
-        record = LabelledTicket(id=label.id, body=text.body, risk=label.risk,
-                                subject=text.subject, language=label.language, flags=label.flags,
-                                category=label.category, urgency=label.urgency, note=label.note)
+        record = LabelledTicket(
+            id=label.id,
+            body=text.body,
+            risk=label.risk,
+            subject=text.subject,
+            language=label.language,
+            flags=label.flags,
+            category=label.category,
+            urgency=label.urgency,
+            note=label.note,
+        )
         problem = check(record)
         if problem:
             raise LabelledFileError(f"{labels_path}:{number}: {problem}")

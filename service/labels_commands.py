@@ -28,8 +28,10 @@ def cmd_join(args: argparse.Namespace) -> int:
     out.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
     print(f"wrote {len(records)} labelled tickets to {out}", file=sys.stderr)
     if missing:
-        print(f"triage labels join: {len(missing)} labels found no text "
-              f"(first: {', '.join(missing[:5])})", file=sys.stderr)
+        print(
+            f"triage labels join: {len(missing)} labels found no text (first: {', '.join(missing[:5])})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -38,9 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("labels", help="labelled files from labels kept apart from texts")
     sub = parser.add_subparsers(dest="labels_command", required=True)
     join = sub.add_parser("join", help="join texts and labels by the text's sha256")
-    join.add_argument("--texts", required=True, metavar="TEXTS.jsonl",
-                      help="JSONL with id, subject, body")
-    join.add_argument("--labels", required=True, metavar="LABELS.jsonl",
-                      help="labels with text_sha256 (data/public-style/labels.jsonl)")
+    join.add_argument("--texts", required=True, metavar="TEXTS.jsonl", help="JSONL with id, subject, body")
+    join.add_argument(
+        "--labels",
+        required=True,
+        metavar="LABELS.jsonl",
+        help="labels with text_sha256 (data/public-style/labels.jsonl)",
+    )
     join.add_argument("--out", required=True, metavar="OUT.jsonl")
     join.set_defaults(func=cmd_join)

@@ -38,8 +38,11 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: IO[str] | 
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     # The console renderer formats exceptions itself (and warns if they arrive pre-formatted).
-    tail = ([structlog.dev.ConsoleRenderer(colors=_is_terminal(stream))] if console else
-            [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()])
+    tail = (
+        [structlog.dev.ConsoleRenderer(colors=_is_terminal(stream))]
+        if console
+        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    )
     structlog.configure(
         processors=[*shared, *tail],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

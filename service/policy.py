@@ -43,8 +43,7 @@ class _Teams(msgspec.Struct):
 
 
 def _read(path: Path, into: type) -> object:
-    return msgspec.convert(yaml.safe_load(path.read_text(encoding="utf-8")), into,
-                           strict=False, from_attributes=False)
+    return msgspec.convert(yaml.safe_load(path.read_text(encoding="utf-8")), into, strict=False, from_attributes=False)
 
 
 @functools.cache
@@ -54,6 +53,9 @@ def vocabulary(prompts_dir: str = DEFAULT_PROMPTS_DIR) -> Vocabulary:
     questions = _read(root / "questions.yaml", _Questions)
     teams = _read(root / "teams.yaml", _Teams)
     assert isinstance(questions, _Questions) and isinstance(teams, _Teams)
-    return Vocabulary(levels=tuple(LEVELS), flags=tuple(RED_FLAGS),
-                      categories=tuple(questions.questions["category"].options),
-                      teams=tuple(team.name for team in teams.teams))
+    return Vocabulary(
+        levels=tuple(LEVELS),
+        flags=tuple(RED_FLAGS),
+        categories=tuple(questions.questions["category"].options),
+        teams=tuple(team.name for team in teams.teams),
+    )

@@ -52,9 +52,16 @@ def enabled(quiet: bool = False, stream: IO[str] | None = None) -> bool:
         return False
 
 
-def progress(iterable: Iterable[Any] | None = None, *, total: float | None = None, desc: str = "",
-             unit: str = "it", quiet: bool = False, stream: IO[str] | None = None,
-             **kwargs: Any) -> tqdm:
+def progress(
+    iterable: Iterable[Any] | None = None,
+    *,
+    total: float | None = None,
+    desc: str = "",
+    unit: str = "it",
+    quiet: bool = False,
+    stream: IO[str] | None = None,
+    **kwargs: Any,
+) -> tqdm:
     """A progress bar over `iterable` (or over `total` units updated by hand), on stderr.
 
     `total` defaults to len(iterable) when it has one. `unit="B"` scales to kB/MB/GB and shows
@@ -68,11 +75,14 @@ def progress(iterable: Iterable[Any] | None = None, *, total: float | None = Non
         kwargs.setdefault("unit_divisor", 1000)
     kwargs.setdefault("dynamic_ncols", True)
     kwargs.setdefault("mininterval", 0.5)
-    return tqdm(iterable, total=total, desc=desc, unit=unit, file=stream,
-                disable=not enabled(quiet, stream), **kwargs)
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=stream, disable=not enabled(quiet, stream), **kwargs)
 
 
 def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
     """`-q/--quiet`: no progress bar, even in a terminal (results and errors still print)."""
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress bar (it is drawn on stderr only when that is a terminal)")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar (it is drawn on stderr only when that is a terminal)",
+    )

@@ -187,13 +187,22 @@ def _cross_check(settings: Settings) -> None:
     from .webhooks import SecretError, decode_secret
 
     checks = [
-        ("log_level", settings.log_level.lower() in ("debug", "info", "warning", "error"),
-         "debug, info, warning or error"),
+        (
+            "log_level",
+            settings.log_level.lower() in ("debug", "info", "warning", "error"),
+            "debug, info, warning or error",
+        ),
         ("log_format", settings.log_format in ("auto", "json", "console"), "auto, json or console"),
-        ("callback_secret", bool(settings.callback_secret) or not settings.callback_hosts,
-         "at least one secret while TRIAGE_CALLBACK_HOSTS is set (callbacks are always signed)"),
-        ("max_text_bytes", settings.max_text_bytes <= settings.max_request_bytes,
-         f"at most TRIAGE_MAX_REQUEST_BYTES ({settings.max_request_bytes})"),
+        (
+            "callback_secret",
+            bool(settings.callback_secret) or not settings.callback_hosts,
+            "at least one secret while TRIAGE_CALLBACK_HOSTS is set (callbacks are always signed)",
+        ),
+        (
+            "max_text_bytes",
+            settings.max_text_bytes <= settings.max_request_bytes,
+            f"at most TRIAGE_MAX_REQUEST_BYTES ({settings.max_request_bytes})",
+        ),
     ]
     for field, ok, expected in checks:
         if not ok:
@@ -273,8 +282,7 @@ def _without_password(url: str) -> str:
     if not parts.password:
         return url
     user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{parts.hostname}"
-                                     + (f":{parts.port}" if parts.port else "")))
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")))
 
 
 def settings_or_exit(program: str) -> Settings:

@@ -26,15 +26,15 @@ class SecretError(ValueError):
 def decode_secret(secret: str) -> bytes:
     """The HMAC key of a `whsec_<base64>` secret."""
     if not secret.startswith(PREFIX):
-        raise SecretError("every secret must be whsec_ + base64 of a random key "
-                          "(python -m service.webhooks new-secret makes one)")
+        raise SecretError(
+            "every secret must be whsec_ + base64 of a random key (python -m service.webhooks new-secret makes one)"
+        )
     try:
         key = base64.b64decode(secret.removeprefix(PREFIX), validate=True)
     except (binascii.Error, ValueError):
         raise SecretError("a secret's part after whsec_ is not valid base64") from None
     if not MIN_KEY_BYTES <= len(key) <= MAX_KEY_BYTES:
-        raise SecretError(f"a secret's key must be {MIN_KEY_BYTES} to {MAX_KEY_BYTES} bytes, "
-                          f"this one is {len(key)}")
+        raise SecretError(f"a secret's key must be {MIN_KEY_BYTES} to {MAX_KEY_BYTES} bytes, this one is {len(key)}")
     return key
 
 
@@ -52,8 +52,7 @@ def signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
 def headers(secrets: tuple[str, ...], msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
     """The three Standard Webhooks headers, signed with each secret."""
     signatures = " ".join(signature(decode_secret(s), msg_id, timestamp, body) for s in secrets)
-    return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp),
-            "webhook-signature": signatures}
+    return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp), "webhook-signature": signatures}
 
 
 if __name__ == "__main__":

@@ -41,8 +41,14 @@ class ClassifierLike(Protocol):
 
 
 class Worker:
-    def __init__(self, settings: Settings, client: redis.Redis, classifier: ClassifierLike,
-                 consumer: str | None = None, calibration_watcher: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        classifier: ClassifierLike,
+        consumer: str | None = None,
+        calibration_watcher: Any = None,
+    ) -> None:
         self.settings = settings
         self.classifier = classifier
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
@@ -54,10 +60,13 @@ class Worker:
     # --- heartbeat: /readyz and the console read it
     def heartbeat_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            "worker": self.consumer, "pid": os.getpid(), "at": time.time(),
+            "worker": self.consumer,
+            "pid": os.getpid(),
+            "at": time.time(),
             "model": self.classifier.model_info.name,
             "sha256": self.classifier.model_info.sha256,
-            "prompt_sha": self.classifier.prompt_sha, "processed": self.processed,
+            "prompt_sha": self.classifier.prompt_sha,
+            "processed": self.processed,
         }
         if self.calibration_watcher is not None and hasattr(self.calibration_watcher, "status"):
             payload["calibration"] = self.calibration_watcher.status()
@@ -67,8 +76,7 @@ class Worker:
         interval = max(1.0, self.settings.heartbeat_ttl_s / 3)
         while not self.stop.is_set():
             try:
-                self.store.heartbeat(self.consumer, self.heartbeat_payload(),
-                                     self.settings.heartbeat_ttl_s)
+                self.store.heartbeat(self.consumer, self.heartbeat_payload(), self.settings.heartbeat_ttl_s)
                 metrics.worker_heartbeat_timestamp.set(time.time())
             except redis.RedisError as error:
                 log.warning("heartbeat_failed", error=type(error).__name__)
@@ -80,8 +88,7 @@ class Worker:
         self.store.ensure_group()
         beat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
         beat.start()
-        log.info("worker_started", worker=self.consumer, model=self.classifier.model_info.name,
-                 burst=burst)
+        log.info("worker_started", worker=self.consumer, model=self.classifier.model_info.name, burst=burst)
         try:
             while not self.stop.is_set():
                 # Liveness: a loop stuck in a ticket or a call stops this clock, while the
@@ -90,8 +97,9 @@ class Worker:
                 if self.calibration_watcher is not None:
                     self.calibration_watcher.poll()
                 try:
-                    delivery = self.store.next_delivery(self.consumer, self.settings.claim_idle_ms,
-                                                        self.settings.block_ms)
+                    delivery = self.store.next_delivery(
+                        self.consumer, self.settings.claim_idle_ms, self.settings.block_ms
+                    )
                 except redis.RedisError as error:
                     log.warning("redis_unavailable", error=type(error).__name__)
                     self.stop.wait(1.0)
@@ -104,8 +112,7 @@ class Worker:
                     self.process(delivery)
                 except redis.RedisError as error:
                     # Not acknowledged: the entry stays pending and is claimed again later.
-                    log.warning("store_failed", ticket_id=delivery.ticket_id,
-                                error=type(error).__name__)
+                    log.warning("store_failed", ticket_id=delivery.ticket_id, error=type(error).__name__)
                     self.stop.wait(1.0)
         finally:
             self.stop.set()
@@ -153,14 +160,16 @@ class Worker:
             l2, features = unavailable(f"classifier error: {type(error).__name__}"), {}
         l2_seconds = time.perf_counter() - started
         completed_at = time.time()
-        timings = Timings(l1=stored.l1_ms,
-                          queue_wait=round((started_wall - accepted_at) * 1000, 3),
-                          l2=round(l2_seconds * 1000, 3),
-                          total=round((completed_at - accepted_at) * 1000, 3))
-        result = combine(delivery.ticket_id, l1, l2, self.classifier.model_info,
-                         self.classifier.prompt_sha, timings, completed_at)
-        newly_stored = self.store.store_result(delivery, result, features, stored.callback,
-                                               accepted_at)
+        timings = Timings(
+            l1=stored.l1_ms,
+            queue_wait=round((started_wall - accepted_at) * 1000, 3),
+            l2=round(l2_seconds * 1000, 3),
+            total=round((completed_at - accepted_at) * 1000, 3),
+        )
+        result = combine(
+            delivery.ticket_id, l1, l2, self.classifier.model_info, self.classifier.prompt_sha, timings, completed_at
+        )
+        newly_stored = self.store.store_result(delivery, result, features, stored.callback, accepted_at)
         self.processed += 1
         if not newly_stored:
             log.info("result_already_stored")
@@ -172,23 +181,35 @@ class Worker:
         if l2.method == "generated":
             metrics.fallback_total.inc()
         if l2.method == "unavailable":
-            metrics.l2_unavailable_total.labels(
-                reason=metrics.l2_unavailable_reason(l2.reason)).inc()
+            metrics.l2_unavailable_total.labels(reason=metrics.l2_unavailable_reason(l2.reason)).inc()
         risk = l2.answers.get("risk")
         if risk is not None and risk.coverage is not None:
             metrics.l2_coverage.observe(risk.coverage)
-        log.info("ticket_triaged", final_level=result.final_level, l1_level=l1.level,
-                 l2_level=l2.level, method=l2.method, calibrated=l2.calibrated,
-                 l2_ms=timings.l2, total_ms=timings.total, deliveries=delivery.deliveries)
+        log.info(
+            "ticket_triaged",
+            final_level=result.final_level,
+            l1_level=l1.level,
+            l2_level=l2.level,
+            method=l2.method,
+            calibrated=l2.calibrated,
+            l2_ms=timings.l2,
+            total_ms=timings.total,
+            deliveries=delivery.deliveries,
+        )
 
-    def _dead_letter(self, delivery: Delivery, l1: L1Result, accepted_at: float,
-                     has_callback: bool) -> None:
+    def _dead_letter(self, delivery: Delivery, l1: L1Result, accepted_at: float, has_callback: bool) -> None:
         reason = f"delivered {delivery.deliveries} times without a stored result"
         now = time.time()
-        result = combine(delivery.ticket_id, l1, unavailable(reason),
-                         self.classifier.model_info, self.classifier.prompt_sha,
-                         Timings(total=round((now - accepted_at) * 1000, 3)), now,
-                         status="failed")
+        result = combine(
+            delivery.ticket_id,
+            l1,
+            unavailable(reason),
+            self.classifier.model_info,
+            self.classifier.prompt_sha,
+            Timings(total=round((now - accepted_at) * 1000, 3)),
+            now,
+            status="failed",
+        )
         if not self.store.dead_letter(delivery, result, reason, accepted_at, has_callback):
             log.info("result_already_stored")  # another delivery finished it meanwhile
             return

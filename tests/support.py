@@ -46,10 +46,10 @@ class ApiServer:
         self.settings = settings
         self.holder = PackHolder(settings.rules_dir)
         self.port = free_port()
-        self.app = create_app(settings, redis_url or settings.redis_url, self.holder,
-                              extra_route_handlers=extra_routes)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                access_log=False, lifespan="on")
+        self.app = create_app(settings, redis_url or settings.redis_url, self.holder, extra_route_handlers=extra_routes)
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, lifespan="on"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

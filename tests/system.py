@@ -22,8 +22,7 @@ def present(program: str) -> bool:
 
 
 def requires(program: str, package: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(not present(program),
-                              reason=REASON.format(program=program, package=package))
+    return pytest.mark.skipif(not present(program), reason=REASON.format(program=program, package=package))
 
 
 def summary(reasons: list[str]) -> str | None:
@@ -35,6 +34,8 @@ def summary(reasons: list[str]) -> str | None:
             counts[(match.group(1), match.group(2))] += 1
     if not counts:
         return None
-    parts = [f"{n} {'test needs' if n == 1 else 'tests need'} {program} (apt-get install {package})"
-             for (program, package), n in sorted(counts.items())]
+    parts = [
+        f"{n} {'test needs' if n == 1 else 'tests need'} {program} (apt-get install {package})"
+        for (program, package), n in sorted(counts.items())
+    ]
     return "skipped for lack of system packages: " + "; ".join(parts)

@@ -9,12 +9,20 @@ from service.bench import keep_other_sections
 
 def test_only_l1_keeps_the_previous_l2_section_with_its_own_run_identity(tmp_path):
     out = tmp_path / "results.json"
-    out.write_text(json.dumps({"created_at": "T0", "command": "triage bench", "machine": {"cores": 2},
-                               "l1": {"p50_ms": 9.0}, "l2": {"ratio": 7.5}}))
+    out.write_text(
+        json.dumps(
+            {
+                "created_at": "T0",
+                "command": "triage bench",
+                "machine": {"cores": 2},
+                "l1": {"p50_ms": 9.0},
+                "l2": {"ratio": 7.5},
+            }
+        )
+    )
     merged = keep_other_sections(out, {"created_at": "T1", "l1": {"p50_ms": 0.1}}, "l1")
     assert merged["l1"] == {"p50_ms": 0.1}
-    assert merged["l2"] == {"ratio": 7.5, "created_at": "T0", "command": "triage bench",
-                            "machine": {"cores": 2}}
+    assert merged["l2"] == {"ratio": 7.5, "created_at": "T0", "command": "triage bench", "machine": {"cores": 2}}
 
 
 def test_all_or_no_previous_file_writes_only_this_run(tmp_path):

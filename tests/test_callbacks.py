@@ -81,8 +81,13 @@ def _run_until(sender: CallbackSender, condition, timeout: float = 20.0) -> None
 
 
 def _settings(prefix: str, **overrides):
-    values = {"callback_hosts": ("127.0.0.1",), "callback_secret": (SECRET,),
-              "callback_backoff_s": 0.05, "callback_attempts": 4, **overrides}
+    values = {
+        "callback_hosts": ("127.0.0.1",),
+        "callback_secret": (SECRET,),
+        "callback_backoff_s": 0.05,
+        "callback_attempts": 4,
+        **overrides,
+    }
     return make_settings(prefix, **values)
 
 
@@ -109,8 +114,7 @@ def test_signatures_follow_standard_webhooks_and_rotate(redis_client, prefix):
     standardwebhooks = pytest.importorskip("standardwebhooks")
     helpdesk = Helpdesk(failures=0)
     _enqueue(redis_client, prefix, "t_rot", helpdesk.url)
-    sender = CallbackSender(_settings(prefix, callback_secret=(SECRET, NEW_SECRET)),
-                            redis_client, "test")
+    sender = CallbackSender(_settings(prefix, callback_secret=(SECRET, NEW_SECRET)), redis_client, "test")
     _run_until(sender, lambda: len(helpdesk.calls) >= 1)
     helpdesk.close()
     body, raw_headers = helpdesk.calls[0]
@@ -131,8 +135,7 @@ def test_signatures_follow_standard_webhooks_and_rotate(redis_client, prefix):
 
 
 def test_unreachable_callback_is_dead_lettered_with_a_reason(redis_client, prefix):
-    settings = _settings(prefix, callback_backoff_s=0.02, callback_attempts=3,
-                         callback_timeout_s=0.5)
+    settings = _settings(prefix, callback_backoff_s=0.02, callback_attempts=3, callback_timeout_s=0.5)
     _enqueue(redis_client, prefix, "t_cb2", "http://127.0.0.1:9/hook")  # discard port: refused
     sender = CallbackSender(settings, redis_client, "test")
     _run_until(sender, lambda: redis_client.xlen(f"{prefix}:callbacks:dead") > 0)
@@ -185,13 +188,11 @@ def test_a_redis_error_reading_the_result_is_retried_not_dead_lettered(redis_cli
     sender = CallbackSender(_settings(prefix), _flaky(redis_client, hmget=2), "test")
     _run_until(sender, lambda: redis_client.xlen(f"{prefix}:callbacks") == 0)
     helpdesk.close()
-    assert [call[0] for call in helpdesk.calls] == [redis_client.hget(f"{prefix}:ticket:t_hm",
-                                                                      "result")]
+    assert [call[0] for call in helpdesk.calls] == [redis_client.hget(f"{prefix}:ticket:t_hm", "result")]
     assert redis_client.xlen(f"{prefix}:callbacks:dead") == 0
 
 
-def test_a_redis_error_recording_the_outcome_neither_kills_the_sender_nor_posts_twice(
-        redis_client, prefix):
+def test_a_redis_error_recording_the_outcome_neither_kills_the_sender_nor_posts_twice(redis_client, prefix):
     helpdesk = Helpdesk(failures=0)
     _enqueue(redis_client, prefix, "t_pipe1", helpdesk.url)
     sender = CallbackSender(_settings(prefix), _flaky(redis_client, pipeline=2), "test")

@@ -10,11 +10,14 @@ import pytest
 from service import cli
 
 
-@pytest.mark.parametrize(("env", "argv", "size"), [
-    ("1.5b", ["fetch-model"], "1.5b"),
-    ("0.5b", ["fetch-model"], "0.5b"),
-    ("1.5b", ["fetch-model", "--size", "0.5b"], "0.5b"),  # the flag wins over the setting
-])
+@pytest.mark.parametrize(
+    ("env", "argv", "size"),
+    [
+        ("1.5b", ["fetch-model"], "1.5b"),
+        ("0.5b", ["fetch-model"], "0.5b"),
+        ("1.5b", ["fetch-model", "--size", "0.5b"], "0.5b"),  # the flag wins over the setting
+    ],
+)
 def test_fetch_model_honours_triage_model_size(env, argv, size, monkeypatch, tmp_path, capsys):
     seen = {}
 
@@ -47,8 +50,7 @@ def test_pytest_is_strict_and_every_warning_filter_is_named():
 
 def test_make_lint_checks_and_format_checks_every_python_folder():
     text = (ROOT / "Makefile").read_text()
-    linted = next(line.split(":=", 1)[1].split() for line in text.splitlines()
-                  if line.startswith("LINTED"))
+    linted = next(line.split(":=", 1)[1].split() for line in text.splitlines() if line.startswith("LINTED"))
     assert set(linted) == {"service", "tests", "loadtest", "deploy"}
     recipe = text.split("\nlint:", 1)[1].split("\n\n", 1)[0]
     assert "ruff check $(LINTED)" in recipe and "ruff format --check $(LINTED)" in recipe

@@ -15,11 +15,18 @@ from tests.support import INGEST, OPERATOR, free_port
 @pytest.mark.parametrize("command", [["worker"], ["audit", "run"], ["recalibrate"]])
 def test_missing_redis_is_one_line_and_exit_4(command, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIAGE_")}
-    env.update({"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",  # nothing listens there
-                "TRIAGE_INGEST_TOKENS": INGEST, "TRIAGE_OPERATOR_TOKENS": OPERATOR,
-                "TRIAGE_VAR_DIR": str(tmp_path), "TRIAGE_LOG_LEVEL": "warning"})
-    done = subprocess.run([sys.executable, "-m", "service.cli", *command], env=env,
-                          capture_output=True, text=True, timeout=120)
+    env.update(
+        {
+            "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",  # nothing listens there
+            "TRIAGE_INGEST_TOKENS": INGEST,
+            "TRIAGE_OPERATOR_TOKENS": OPERATOR,
+            "TRIAGE_VAR_DIR": str(tmp_path),
+            "TRIAGE_LOG_LEVEL": "warning",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", *command], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 4, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "Traceback" not in output

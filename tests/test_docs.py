@@ -23,8 +23,7 @@ def test_generated_blocks_match_the_result_files(gen_docs):
 
 
 def test_every_renderer_fills_a_block(gen_docs):
-    used = {m.group("name") for doc in gen_docs.DOCS
-            for m in gen_docs.BLOCK.finditer(doc.read_text(encoding="utf-8"))}
+    used = {m.group("name") for doc in gen_docs.DOCS for m in gen_docs.BLOCK.finditer(doc.read_text(encoding="utf-8"))}
     assert set(gen_docs.RENDERERS) <= used
 
 

@@ -29,12 +29,26 @@ def test_write_json_goes_to_a_file_or_stdout(tmp_path, capsys):
 
 def test_bench_json_dash(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rows = [{"subject": "Hi", "body": "How do I export a report to CSV?"},
-            {"subject": "Refund", "body": "Please refund invoice 42, we were charged twice."}]
+    rows = [
+        {"subject": "Hi", "body": "How do I export a report to CSV?"},
+        {"subject": "Refund", "body": "Please refund invoice 42, we were charged twice."},
+    ]
     for name in ("dev.jsonl", "corpus.jsonl"):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    code = cli.main(["bench", "--only", "l1", "--json", "-", "--quiet", "--dev",
-                     str(tmp_path / "dev.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl")])
+    code = cli.main(
+        [
+            "bench",
+            "--only",
+            "l1",
+            "--json",
+            "-",
+            "--quiet",
+            "--dev",
+            str(tmp_path / "dev.jsonl"),
+            "--corpus",
+            str(tmp_path / "corpus.jsonl"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert json.loads(out)["l1"]["n"] == 4  # the whole of stdout is one JSON document
@@ -55,8 +69,9 @@ def _fake_judge(monkeypatch):
 def test_audit_calibrate_json_dash(tmp_path, capsys, monkeypatch):
     _fake_judge(monkeypatch)
     monkeypatch.setenv("TRIAGE_VAR_DIR", str(tmp_path))
-    code = cli.main(["audit", "calibrate", "--limit", "6", "--quiet", "--json", "-",
-                     "--out", str(tmp_path / "calibration.json")])
+    code = cli.main(
+        ["audit", "calibrate", "--limit", "6", "--quiet", "--json", "-", "--out", str(tmp_path / "calibration.json")]
+    )
     captured = capsys.readouterr()
     assert code == 0
     summary = json.loads(captured.out)

@@ -10,9 +10,17 @@ from service.labelled import LabelledFileError, read_labelled
 
 
 def _line(**overrides) -> str:
-    record = {"id": "DEV-1", "language": "fr", "subject": "Remboursement", "body": "Remboursez-moi.",
-              "risk": "red", "flags": {"commitment": True}, "category": "billing", "urgency": 2,
-              "note": "asks for a refund"}
+    record = {
+        "id": "DEV-1",
+        "language": "fr",
+        "subject": "Remboursement",
+        "body": "Remboursez-moi.",
+        "risk": "red",
+        "flags": {"commitment": True},
+        "category": "billing",
+        "urgency": 2,
+        "note": "asks for a refund",
+    }
     record.update(overrides)
     return json.dumps(record, ensure_ascii=False)
 
@@ -25,13 +33,16 @@ def test_reads_every_record_and_skips_blank_lines(tmp_path):
     assert records[0].flags == {"commitment": True} and records[0].language == "fr"
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    ({"urgency": 6}, r"l.jsonl:1: urgency must be 0..5, got 6"),
-    ({"flags": {"refund": True}}, r"l.jsonl:1: unknown flags \['refund'\]"),
-    ({"risk": "yellow"}, r"l.jsonl:1: a red flag is set but risk is 'yellow'"),
-    ({"risk": "amber"}, r"l.jsonl:1: risk must be one of"),
-    ({"urgency": "high"}, r"l.jsonl:1: Expected `int \| null`, got `str` - at `\$.urgency`"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"urgency": 6}, r"l.jsonl:1: urgency must be 0..5, got 6"),
+        ({"flags": {"refund": True}}, r"l.jsonl:1: unknown flags \['refund'\]"),
+        ({"risk": "yellow"}, r"l.jsonl:1: a red flag is set but risk is 'yellow'"),
+        ({"risk": "amber"}, r"l.jsonl:1: risk must be one of"),
+        ({"urgency": "high"}, r"l.jsonl:1: Expected `int \| null`, got `str` - at `\$.urgency`"),
+    ],
+)
 def test_names_the_line_and_the_fault(tmp_path, overrides, message):
     path = tmp_path / "l.jsonl"
     path.write_text(_line(**overrides) + "\n", encoding="utf-8")

@@ -15,17 +15,28 @@ def _write(path, rows):
 
 
 def _label(id_, subject, body, risk="green", **extra):
-    return {"id": id_, "text_sha256": text_sha256(subject, body), "risk": risk,
-            "language": "en", "flags": {}, "category": "technical", "urgency": 1, **extra}
+    return {
+        "id": id_,
+        "text_sha256": text_sha256(subject, body),
+        "risk": risk,
+        "language": "en",
+        "flags": {},
+        "category": "technical",
+        "urgency": 1,
+        **extra,
+    }
 
 
 def test_join_by_text_and_report_the_missing(tmp_path):
-    texts = [{"id": "t1", "subject": "Export", "body": "How do I export?"},
-             {"id": "t2", "subject": None, "body": "Delete our admin's account."}]
-    labels = [_label("L1", "Export", "How do I export?"),
-              _label("L2", None, "Delete our admin's account.", risk="red",
-                     flags={"destructive_or_access": True}),
-              _label("L3", "Gone", "not in the texts")]
+    texts = [
+        {"id": "t1", "subject": "Export", "body": "How do I export?"},
+        {"id": "t2", "subject": None, "body": "Delete our admin's account."},
+    ]
+    labels = [
+        _label("L1", "Export", "How do I export?"),
+        _label("L2", None, "Delete our admin's account.", risk="red", flags={"destructive_or_access": True}),
+        _label("L3", "Gone", "not in the texts"),
+    ]
     _write(tmp_path / "t.jsonl", texts)
     _write(tmp_path / "l.jsonl", labels)
     records, missing = join_labels(tmp_path / "t.jsonl", tmp_path / "l.jsonl")
@@ -37,9 +48,24 @@ def test_the_cli_writes_a_file_every_job_reads(tmp_path):
     _write(tmp_path / "t.jsonl", [{"id": "t1", "subject": "Hi", "body": "Thanks a lot!"}])
     _write(tmp_path / "l.jsonl", [_label("L1", "Hi", "Thanks a lot!")])
     out = tmp_path / "out" / "joined.jsonl"
-    done = subprocess.run([sys.executable, "-m", "service.cli", "labels", "join", "--texts",
-                           str(tmp_path / "t.jsonl"), "--labels", str(tmp_path / "l.jsonl"),
-                           "--out", str(out)], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "labels",
+            "join",
+            "--texts",
+            str(tmp_path / "t.jsonl"),
+            "--labels",
+            str(tmp_path / "l.jsonl"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert [r.id for r in read_labelled(out)] == ["L1"]
 

@@ -8,8 +8,18 @@ from pathlib import Path
 import pytest
 
 SERVICE = Path(__file__).resolve().parents[1] / "service"
-BASE = {"results", "errors", "settings", "metrics", "logs", "progress", "labelled", "model_fetch",
-        "machine", "webhooks"}
+BASE = {
+    "results",
+    "errors",
+    "settings",
+    "metrics",
+    "logs",
+    "progress",
+    "labelled",
+    "model_fetch",
+    "machine",
+    "webhooks",
+}
 # area -> the service areas it may import (besides itself)
 ALLOWED = {
     "policy": BASE,

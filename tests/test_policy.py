@@ -20,8 +20,7 @@ def test_vocabulary_is_what_the_model_is_asked():
 
 
 def test_vocabulary_follows_another_prompts_dir(tmp_path):
-    (tmp_path / "questions.yaml").write_text(
-        "questions:\n  category:\n    options: [billing, other]\n")
+    (tmp_path / "questions.yaml").write_text("questions:\n  category:\n    options: [billing, other]\n")
     (tmp_path / "teams.yaml").write_text("teams:\n  - name: desk\n")
     vocab = vocabulary(str(tmp_path))
     assert (vocab.categories, vocab.teams) == (("billing", "other"), ("desk",))

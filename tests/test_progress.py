@@ -19,10 +19,12 @@ from service.cli import build_parser
 from service.progress import enabled, progress
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ("from service.progress import progress\n"
-          "for _ in progress(range(3), desc='replay', unit='ticket', quiet={quiet}):\n"
-          "    pass\n"
-          "print('result')\n")
+SCRIPT = (
+    "from service.progress import progress\n"
+    "for _ in progress(range(3), desc='replay', unit='ticket', quiet={quiet}):\n"
+    "    pass\n"
+    "print('result')\n"
+)
 
 
 class Terminal(io.StringIO):
@@ -36,8 +38,15 @@ def _env() -> dict[str, str]:
 
 
 def test_off_when_stderr_is_a_pipe():
-    done = subprocess.run([sys.executable, "-c", SCRIPT.format(quiet=False)], cwd=ROOT,
-                          env=_env(), capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(quiet=False)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert done.stdout == "result\n"
     assert done.stderr == ""
 
@@ -46,8 +55,14 @@ def _on_a_terminal(quiet: bool) -> tuple[str, str]:
     """Run the script with stderr on a pseudo-terminal; stdout stays a pipe."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
-    process = subprocess.Popen([sys.executable, "-c", SCRIPT.format(quiet=quiet)], cwd=ROOT,
-                               env=_env(), stdout=subprocess.PIPE, stderr=follower, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT.format(quiet=quiet)],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+    )
     os.close(follower)
     seen = b""
     while True:
@@ -97,7 +112,9 @@ def test_bytes_show_a_rate_in_decimal_units():
     assert "B/s" in screen.getvalue()
 
 
-@pytest.mark.parametrize("argv", [["fetch-model", "--quiet"], ["bench", "-q"],
-                                  ["audit", "calibrate", "--quiet"], ["audit", "run", "--quiet"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["fetch-model", "--quiet"], ["bench", "-q"], ["audit", "calibrate", "--quiet"], ["audit", "run", "--quiet"]],
+)
 def test_long_jobs_take_quiet(argv):
     assert build_parser().parse_args(argv).quiet is True

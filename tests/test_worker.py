@@ -22,8 +22,7 @@ from tests.support import INGEST, OPERATOR, REDIS_URL, ApiServer, make_settings
 
 pytestmark = pytest.mark.model
 
-LONG_BODY = ("Hello, our team cannot open the reporting dashboard since this morning. " * 40
-             + "Could you look into it?")
+LONG_BODY = "Hello, our team cannot open the reporting dashboard since this morning. " * 40 + "Could you look into it?"
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +33,28 @@ def classifier():
 
 
 def _post(url: str, body: str, subject: str | None = None) -> str:
-    response = httpx.post(f"{url}/v1/tickets", json={"body": body, "subject": subject},
-                          headers={"Authorization": f"Bearer {INGEST}"}, timeout=10)
+    response = httpx.post(
+        f"{url}/v1/tickets",
+        json={"body": body, "subject": subject},
+        headers={"Authorization": f"Bearer {INGEST}"},
+        timeout=10,
+    )
     assert response.status_code == 202, response.text
     return response.json()["id"]
 
 
 def _get(url: str, ticket_id: str) -> dict:
-    return httpx.get(f"{url}/v1/tickets/{ticket_id}",
-                     headers={"Authorization": f"Bearer {INGEST}"}, timeout=10).json()
+    return httpx.get(f"{url}/v1/tickets/{ticket_id}", headers={"Authorization": f"Bearer {INGEST}"}, timeout=10).json()
 
 
 def test_end_to_end_result_is_stored_and_queued(prefix, classifier, redis_client):
     settings = make_settings(prefix, l2_timeout_s=600)  # a busy CI machine must not time out
     with ApiServer(settings) as api:
-        red = _post(api.url, "Please delete our whole workspace and every user account in it "
-                             "today, and cancel the contract.", "Close everything")
+        red = _post(
+            api.url,
+            "Please delete our whole workspace and every user account in it today, and cancel the contract.",
+            "Close everything",
+        )
         how_to = _post(api.url, "How do I change the language of the interface to French?")
         worker = Worker(settings, redis.Redis.from_url(REDIS_URL), classifier, consumer="w1")
         assert worker.run(burst=True) == 2
@@ -64,8 +69,7 @@ def test_end_to_end_result_is_stored_and_queued(prefix, classifier, redis_client
         assert result["l2"]["tokens_evaluated"] > 0
         other = _get(api.url, how_to)
         assert other["status"] == "done"
-        queues = httpx.get(f"{api.url}/v1/queues/red",
-                           headers={"Authorization": f"Bearer {OPERATOR}"}).json()
+        queues = httpx.get(f"{api.url}/v1/queues/red", headers={"Authorization": f"Bearer {OPERATOR}"}).json()
         assert red in [item["id"] for item in queues["items"]]
     features = decode_features(redis_client.get(Keys(prefix).features(red)))
     assert features and all(v.ndim == 1 and v.size > 100 for v in features.values())
@@ -130,10 +134,20 @@ def test_too_many_deliveries_go_to_the_dead_letter_stream(prefix, classifier, re
 
 
 def _worker_process(prefix: str, *extra: str, **env: str) -> subprocess.Popen:
-    environment = {**os.environ, "REDIS_URL": REDIS_URL, "TRIAGE_REDIS_PREFIX": prefix,
-                   "TRIAGE_METRICS_PORT": "0", "TRIAGE_LOG_LEVEL": "info", **env}
-    return subprocess.Popen([sys.executable, "-m", "service.cli", "worker", *extra],
-                            env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    environment = {
+        **os.environ,
+        "REDIS_URL": REDIS_URL,
+        "TRIAGE_REDIS_PREFIX": prefix,
+        "TRIAGE_METRICS_PORT": "0",
+        "TRIAGE_LOG_LEVEL": "info",
+        **env,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "worker", *extra],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _wait_status(client, key: str, wanted: set[str], timeout: float) -> str:
@@ -161,8 +175,7 @@ def test_worker_killed_mid_ticket_is_claimed_by_another_and_stored_once(prefix, 
             first.kill()
             first.stdout.close()
         assert redis_client.hget(keys.ticket(ticket_id), "status") == b"processing"
-        second = _worker_process(prefix, "--burst", TRIAGE_CLAIM_IDLE_MS="1500",
-                                 TRIAGE_L2_TIMEOUT_S="600")
+        second = _worker_process(prefix, "--burst", TRIAGE_CLAIM_IDLE_MS="1500", TRIAGE_L2_TIMEOUT_S="600")
         try:
             _wait_status(redis_client, keys.ticket(ticket_id), {"done"}, timeout=240)
         finally:

@@ -20,31 +20,34 @@ L1 = L1Result(level="none", rules=[], rules_sha="r" * 64)
 
 
 def _accept(client: redis.Redis, keys: Keys, ticket_id: str, callback: bool) -> None:
-    request = TicketIn(body="The export crashes.",
-                       callback_url="http://127.0.0.1:9/hook" if callback else None)
-    client.hset(keys.ticket(ticket_id), mapping={
-        "id": ticket_id, "status": "queued", "request": msgspec.json.encode(request),
-        "l1": msgspec.json.encode(L1), "accepted_at": repr(time.time()),
-        "callback": "1" if callback else "0"})
+    request = TicketIn(body="The export crashes.", callback_url="http://127.0.0.1:9/hook" if callback else None)
+    client.hset(
+        keys.ticket(ticket_id),
+        mapping={
+            "id": ticket_id,
+            "status": "queued",
+            "request": msgspec.json.encode(request),
+            "l1": msgspec.json.encode(L1),
+            "accepted_at": repr(time.time()),
+            "callback": "1" if callback else "0",
+        },
+    )
     client.xadd(keys.stream, {"id": ticket_id})
 
 
 def _deliveries(client: redis.Redis, keys: Keys, consumer: str) -> Delivery:
     entry_id, fields = client.xreadgroup(WORKER_GROUP, consumer, {keys.stream: ">"}, count=1)[0][1][0]
-    return Delivery(entry_id=entry_id.decode(), ticket_id=fields[b"id"].decode(), deliveries=1,
-                    claimed=False)
+    return Delivery(entry_id=entry_id.decode(), ticket_id=fields[b"id"].decode(), deliveries=1, claimed=False)
 
 
 def _result(ticket_id: str, status: str = "done"):
-    return combine(ticket_id, L1, unavailable("test"), MODEL, "p", Timings(), time.time(),
-                   status=status)
+    return combine(ticket_id, L1, unavailable("test"), MODEL, "p", Timings(), time.time(), status=status)
 
 
 def test_a_dead_lettered_ticket_with_a_callback_url_calls_back(prefix, redis_client):
     settings = make_settings(prefix, max_deliveries=1, claim_idle_ms=100, l2_timeout_s=0.05)
     keys = Keys(prefix)
-    worker = Worker(settings, redis.Redis.from_url(REDIS_URL), HangingClassifier(),
-                    consumer="w-dl")
+    worker = Worker(settings, redis.Redis.from_url(REDIS_URL), HangingClassifier(), consumer="w-dl")
     worker.store.ensure_group()
     _accept(redis_client, keys, "t_dl_cb", callback=True)
     redis_client.xreadgroup(WORKER_GROUP, "ghost", {keys.stream: ">"}, count=1)  # died with it
@@ -66,8 +69,7 @@ def test_a_dead_letter_after_a_stored_result_changes_nothing(prefix, redis_clien
     # Another worker claimed the same entry and stored its result first.
     assert store.store_result(slow, _result("t_race"), b"", True, time.time())
     before = redis_client.hgetall(keys.ticket("t_race"))
-    assert not store.dead_letter(slow, _result("t_race", "failed"), "too many deliveries",
-                                 time.time(), True)
+    assert not store.dead_letter(slow, _result("t_race", "failed"), "too many deliveries", time.time(), True)
     assert redis_client.hgetall(keys.ticket("t_race")) == before
     assert redis_client.xlen(keys.deadletter) == 0
     assert redis_client.xlen(keys.callbacks) == 1  # the stored result's, not a second one

@@ -65,8 +65,9 @@ def test_idle_loop_is_live_and_a_hung_ticket_is_not(prefix):
             healthy, reason = _probe(max_age=2.0)
             assert healthy, reason  # idle, waiting on the stream: alive
             classifier.hang.set()
-            response = httpx.post(f"{api.url}/v1/tickets", json={"body": "hang here"},
-                                  headers={"Authorization": f"Bearer {INGEST}"})
+            response = httpx.post(
+                f"{api.url}/v1/tickets", json={"body": "hang here"}, headers={"Authorization": f"Bearer {INGEST}"}
+            )
             assert response.status_code == 202
             assert classifier.entered.wait(10)
             time.sleep(3.0)

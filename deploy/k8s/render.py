@@ -51,9 +51,11 @@ def flat_key(relative: str) -> str:
 def source_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise RenderError(f"{folder} is not a folder: the ConfigMap needs it")
-    files = sorted(p for p in folder.rglob("*")
-                   if p.is_file() and not (set(p.relative_to(folder).parts) & SKIP_NAMES)
-                   and not p.name.endswith(".pyc"))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not (set(p.relative_to(folder).parts) & SKIP_NAMES) and not p.name.endswith(".pyc")
+    )
     if not files:
         raise RenderError(f"{folder} has no files")
     return files
@@ -80,9 +82,9 @@ def configmap(name: str, folder: Path) -> tuple[dict, list[dict]]:
     if total > CONFIGMAP_MAX_BYTES:
         raise RenderError(f"{folder}: {total} bytes is too large for one ConfigMap")
     manifest: dict = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": NAMESPACE,
-                     "labels": {"app.kubernetes.io/part-of": "triage"}},
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "triage"}},
         "data": data,
     }
     if binary:
@@ -122,8 +124,14 @@ def pod_template(doc: dict) -> dict | None:
     return None
 
 
-def render(*, root: Path = ROOT, image: str = BASE_IMAGE, bundled_image: str = BUNDLED_IMAGE,
-           jobs_image: str = JOBS_IMAGE, optional: Iterable[str] = ()) -> list[dict]:
+def render(
+    *,
+    root: Path = ROOT,
+    image: str = BASE_IMAGE,
+    bundled_image: str = BUNDLED_IMAGE,
+    jobs_image: str = JOBS_IMAGE,
+    optional: Iterable[str] = (),
+) -> list[dict]:
     manifests = sorted(HERE.glob("*.yaml"))
     manifests += [HERE / "optional" / f"{name}.yaml" for name in optional]
     for path in manifests:
@@ -169,18 +177,25 @@ def dump(docs: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=BASE_IMAGE, help="runtime image (API)")
-    parser.add_argument("--bundled-image", default=BUNDLED_IMAGE,
-                        help="image with the model baked in (workers)")
-    parser.add_argument("--jobs-image", default=JOBS_IMAGE,
-                        help="offline jobs' image with the model baked in (recalibrate, audit)")
-    parser.add_argument("--optional", action="append", default=[],
-                        choices=sorted(p.stem for p in (HERE / "optional").glob("*.yaml")),
-                        help="also include deploy/k8s/optional/NAME.yaml")
+    parser.add_argument("--bundled-image", default=BUNDLED_IMAGE, help="image with the model baked in (workers)")
+    parser.add_argument(
+        "--jobs-image", default=JOBS_IMAGE, help="offline jobs' image with the model baked in (recalibrate, audit)"
+    )
+    parser.add_argument(
+        "--optional",
+        action="append",
+        default=[],
+        choices=sorted(p.stem for p in (HERE / "optional").glob("*.yaml")),
+        help="also include deploy/k8s/optional/NAME.yaml",
+    )
     parser.add_argument("--out", default="-", help="file to write (default stdout)")
     args = parser.parse_args(argv)
     try:
-        text = dump(render(image=args.image, bundled_image=args.bundled_image,
-                           jobs_image=args.jobs_image, optional=args.optional))
+        text = dump(
+            render(
+                image=args.image, bundled_image=args.bundled_image, jobs_image=args.jobs_image, optional=args.optional
+            )
+        )
     except (RenderError, yaml.YAMLError) as error:
         print(f"render: {error}", file=sys.stderr)
         return 1

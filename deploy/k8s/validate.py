@@ -99,8 +99,7 @@ def check_metadata(docs: list[dict]) -> list[str]:
         if not name or not DNS_LABEL.match(name):
             problems.append(f"{_name(doc)}: metadata.name {name!r} is not a DNS label")
         if doc.get("kind") != "Namespace" and meta.get("namespace") != NAMESPACE:
-            problems.append(f"{_name(doc)}: namespace is {meta.get('namespace')!r}, "
-                            f"expected {NAMESPACE!r}")
+            problems.append(f"{_name(doc)}: namespace is {meta.get('namespace')!r}, expected {NAMESPACE!r}")
         seen[(doc.get("kind"), name)] += 1
     problems += [f"{kind}/{name}: defined {n} times" for (kind, name), n in seen.items() if n > 1]
     return problems
@@ -110,8 +109,9 @@ def check_scaled_objects(docs: list[dict], prefix: str) -> list[str]:
     keys_cls, group = _keys()
     stream = keys_cls(prefix).stream
     deployments = {d["metadata"]["name"] for d in docs if d.get("kind") == "Deployment"}
-    redis_services = {d["metadata"]["name"] for d in docs if d.get("kind") == "Service"
-                      and "redis" in d["metadata"]["name"]}
+    redis_services = {
+        d["metadata"]["name"] for d in docs if d.get("kind") == "Service" and "redis" in d["metadata"]["name"]
+    }
     problems = []
     for doc in docs:
         if doc.get("kind") != "ScaledObject":
@@ -132,17 +132,17 @@ def check_scaled_objects(docs: list[dict], prefix: str) -> list[str]:
         for trigger in triggers:
             meta = trigger.get("metadata") or {}
             if trigger.get("type") != "redis-streams":
-                problems.append(f"{name}: trigger type {trigger.get('type')!r}, "
-                                "expected redis-streams")
+                problems.append(f"{name}: trigger type {trigger.get('type')!r}, expected redis-streams")
                 continue
             if meta.get("stream") != stream:
-                problems.append(f"{name}: stream {meta.get('stream')!r}, the service writes "
-                                f"{stream!r}")
+                problems.append(f"{name}: stream {meta.get('stream')!r}, the service writes {stream!r}")
             # Workers XDEL finished entries, so XLEN is the outstanding work, while the group's
             # lag turns NULL (read as 0 by KEDA) once entries finish out of order: see keda.yaml.
             if "consumerGroup" in meta or "lagCount" in meta:
-                problems.append(f"{name}: scale on streamLength without consumerGroup/lagCount "
-                                f"(group {group!r} lag is NULL after out-of-order XDELs)")
+                problems.append(
+                    f"{name}: scale on streamLength without consumerGroup/lagCount "
+                    f"(group {group!r} lag is NULL after out-of-order XDELs)"
+                )
             if "streamLength" not in meta:
                 problems.append(f"{name}: streamLength missing (scale on outstanding work)")
             for field in ("streamLength", "activationStreamLength"):
@@ -162,8 +162,7 @@ def check_autoscalers(docs: list[dict]) -> list[str]:
             targets[(doc["spec"].get("scaleTargetRef") or {}).get("name")] += 1
         elif doc.get("kind") == "HorizontalPodAutoscaler":
             targets[(doc["spec"].get("scaleTargetRef") or {}).get("name")] += 1
-    return [f"Deployment/{t}: {n} autoscalers (KEDA and an HPA fight); keep one"
-            for t, n in targets.items() if n > 1]
+    return [f"Deployment/{t}: {n} autoscalers (KEDA and an HPA fight); keep one" for t, n in targets.items() if n > 1]
 
 
 def check_pods(docs: list[dict], settings_env: set[str]) -> list[str]:
@@ -189,8 +188,9 @@ def check_pods(docs: list[dict], settings_env: set[str]) -> list[str]:
             volumes[claim_template["metadata"]["name"]] = {"name": claim_template["metadata"]["name"]}
         for volume in volumes.values():
             if "configMap" in volume and volume["configMap"].get("name") not in configmaps:
-                problems.append(f"{name}: volume {volume['name']} uses ConfigMap "
-                                f"{volume['configMap'].get('name')!r}, not defined")
+                problems.append(
+                    f"{name}: volume {volume['name']} uses ConfigMap {volume['configMap'].get('name')!r}, not defined"
+                )
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
             if claim and claim not in claims:
                 problems.append(f"{name}: volume {volume['name']} uses PVC {claim!r}, not defined")
@@ -200,8 +200,7 @@ def check_pods(docs: list[dict], settings_env: set[str]) -> list[str]:
     return problems
 
 
-def _check_container(cname: str, container: dict, volumes: dict, configmaps: dict,
-                     settings_env: set[str]) -> list[str]:
+def _check_container(cname: str, container: dict, volumes: dict, configmaps: dict, settings_env: set[str]) -> list[str]:
     problems = []
     image = container.get("image", "")
     if not image or image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]:
@@ -225,8 +224,9 @@ def _check_container(cname: str, container: dict, volumes: dict, configmaps: dic
         if secret:
             known = EXTERNAL_SECRETS.get(secret.get("name"))
             if known is None or secret.get("key") not in known:
-                problems.append(f"{cname}: secretKeyRef {secret.get('name')}/{secret.get('key')}"
-                                " is not a documented Secret key")
+                problems.append(
+                    f"{cname}: secretKeyRef {secret.get('name')}/{secret.get('key')} is not a documented Secret key"
+                )
     for variable in env_values:
         if variable.startswith("TRIAGE_") and variable not in settings_env:
             problems.append(f"{cname}: {variable} is not a setting (service/settings.py ENV)")
@@ -243,14 +243,14 @@ def _check_container(cname: str, container: dict, volumes: dict, configmaps: dic
         problems.append(f"{cname}: readOnlyRootFilesystem must be true")
     if "ALL" not in ((security.get("capabilities") or {}).get("drop") or []):
         problems.append(f"{cname}: capabilities must drop ALL")
-    ports = {p.get("name") for p in container.get("ports", [])} | \
-            {p.get("containerPort") for p in container.get("ports", [])}
+    ports = {p.get("name") for p in container.get("ports", [])} | {
+        p.get("containerPort") for p in container.get("ports", [])
+    }
     for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
         probe = container.get(probe_name) or {}
         for kind in ("httpGet", "tcpSocket"):
             if kind in probe and probe[kind].get("port") not in ports:
-                problems.append(f"{cname}: {probe_name} port {probe[kind].get('port')!r} "
-                                "is not declared")
+                problems.append(f"{cname}: {probe_name} port {probe[kind].get('port')!r} is not declared")
     if image.split("/")[-1].startswith("triage:"):
         problems += _check_triage_container(cname, container, env_values)
     return problems
@@ -268,8 +268,10 @@ def _check_triage_container(cname: str, container: dict, env_values: dict) -> li
         limit = ((container.get("resources") or {}).get("limits") or {}).get("cpu")
         threads = env_values.get("TRIAGE_N_THREADS")
         if limit is None or threads is None or _cpu(limit) != float(threads):
-            problems.append(f"{cname}: TRIAGE_N_THREADS ({threads}) must equal the CPU limit "
-                            f"({limit}); os.cpu_count() in a container sees the whole node")
+            problems.append(
+                f"{cname}: TRIAGE_N_THREADS ({threads}) must equal the CPU limit "
+                f"({limit}); os.cpu_count() in a container sees the whole node"
+            )
     if args[:1] == ["serve"]:
         for variable in ("TRIAGE_INGEST_TOKENS", "TRIAGE_OPERATOR_TOKENS"):
             if variable not in env_values:
@@ -284,16 +286,14 @@ def check_services(docs: list[dict]) -> list[str]:
         if spec is not None and doc.get("kind") in ("Deployment", "StatefulSet"):
             labels = ((render.pod_template(doc) or {}).get("metadata") or {}).get("labels") or {}
             ports = {p.get("name") for c in spec.get("containers", []) for p in c.get("ports", [])}
-            ports |= {p.get("containerPort") for c in spec.get("containers", [])
-                      for p in c.get("ports", [])}
+            ports |= {p.get("containerPort") for c in spec.get("containers", []) for p in c.get("ports", [])}
             pods.append((labels, ports))
     problems = []
     for doc in docs:
         if doc.get("kind") != "Service":
             continue
         selector = (doc.get("spec") or {}).get("selector") or {}
-        matched = [ports for labels, ports in pods
-                   if selector and all(labels.get(k) == v for k, v in selector.items())]
+        matched = [ports for labels, ports in pods if selector and all(labels.get(k) == v for k, v in selector.items())]
         if not matched:
             problems.append(f"{_name(doc)}: selector {selector} matches no pod template")
             continue
@@ -305,8 +305,14 @@ def check_services(docs: list[dict]) -> list[str]:
 
 
 def check(docs: list[dict]) -> list[str]:
-    env = next((d.get("data") or {} for d in docs
-                if d.get("kind") == "ConfigMap" and d["metadata"].get("name") == "triage-env"), {})
+    env = next(
+        (
+            d.get("data") or {}
+            for d in docs
+            if d.get("kind") == "ConfigMap" and d["metadata"].get("name") == "triage-env"
+        ),
+        {},
+    )
     prefix = env.get("TRIAGE_REDIS_PREFIX", "triage")
     problems = check_metadata(docs)
     problems += check_scaled_objects(docs, prefix)
@@ -326,8 +332,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     for problem in problems:
         print(f"validate: {problem}")
     kinds = Counter(d.get("kind") for d in docs)
-    print(f"validate: {len(docs)} objects ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
-          f"{len(problems)} problem(s)")
+    print(
+        f"validate: {len(docs)} objects ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
+        f"{len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

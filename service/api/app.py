@@ -40,13 +40,19 @@ LOGIN_RATE_PER_S, LOGIN_BURST = 0.2, 10
 PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/schema")
 
 
-def problem(status: int, type_: str, title: str, detail: str, field: str | None = None,
-            errors: list[dict[str, str]] | None = None,
-            headers: dict[str, str] | None = None) -> Response[Problem]:
-    body = Problem(type=f"urn:triage:problem:{type_}", title=title, status=status, detail=detail,
-                   field=field, errors=errors or [])
-    return Response(body, status_code=status, media_type="application/problem+json",
-                    headers=headers or {})
+def problem(
+    status: int,
+    type_: str,
+    title: str,
+    detail: str,
+    field: str | None = None,
+    errors: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[Problem]:
+    body = Problem(
+        type=f"urn:triage:problem:{type_}", title=title, status=status, detail=detail, field=field, errors=errors or []
+    )
+    return Response(body, status_code=status, media_type="application/problem+json", headers=headers or {})
 
 
 def _field_of(key: str, message: str) -> str:
@@ -84,21 +90,28 @@ def _redis_problem(_: Request, exc: redis.RedisError) -> Response[Problem]:
 def _http_problem(_: Request, exc: HTTPException) -> Response[Problem]:
     status = exc.status_code
     if status == HTTP_413_REQUEST_ENTITY_TOO_LARGE:
-        return problem(413, "too-large", "The request is too large", "the request body exceeds "
-                       "the limit (TRIAGE_MAX_REQUEST_BYTES)")
+        return problem(
+            413,
+            "too-large",
+            "The request is too large",
+            "the request body exceeds the limit (TRIAGE_MAX_REQUEST_BYTES)",
+        )
     if status == 400:
-        return problem(400, "invalid-request", "The request is not valid",
-                       f"the body could not be decoded: {exc.detail}")
-    kinds = {NotFoundException: "not-found", NotAuthorizedException: "unauthorized",
-             PermissionDeniedException: "forbidden"}
+        return problem(
+            400, "invalid-request", "The request is not valid", f"the body could not be decoded: {exc.detail}"
+        )
+    kinds = {
+        NotFoundException: "not-found",
+        NotAuthorizedException: "unauthorized",
+        PermissionDeniedException: "forbidden",
+    }
     kind = next((v for k, v in kinds.items() if isinstance(exc, k)), "http-error")
     return problem(status, kind, str(exc.detail), str(exc.detail), headers=exc.headers)
 
 
 def _too_deep_problem(_: Request, exc: RecursionError) -> Response[Problem]:
     # msgspec refuses JSON nested beyond Python's recursion limit: the client's input, not a 500.
-    return problem(400, "invalid-request", "The request is not valid",
-                   "the JSON body is nested too deeply")
+    return problem(400, "invalid-request", "The request is not valid", "the JSON body is nested too deeply")
 
 
 def _internal_problem(_: Request, exc: Exception) -> Response[Problem]:
@@ -162,32 +175,42 @@ async def echo_request_id(message: Any, scope: Scope) -> None:
     message["headers"] = [*headers, (REQUEST_ID_HEADER, request_id.encode())]
 
 
-def create_app(settings: Settings, redis_url: str, rules: Any,
-               extra_route_handlers: list | None = None) -> Litestar:
+def create_app(settings: Settings, redis_url: str, rules: Any, extra_route_handlers: list | None = None) -> Litestar:
     """Build the app. `rules` is the L1 PackHolder (its `.pack` is read per request)."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar):
         app.state.store = store = AsyncStore.connect(redis_url, settings)
         app.state.rate_limiter = store.rate_limiter(
-            "ingest", settings.ingest_rate_per_s, settings.ingest_burst,
-            "ingest rate limit for this token exceeded")
+            "ingest", settings.ingest_rate_per_s, settings.ingest_burst, "ingest rate limit for this token exceeded"
+        )
         app.state.login_limiter = store.rate_limiter(
-            "login", LOGIN_RATE_PER_S, LOGIN_BURST, "too many sign-in attempts from this address")
+            "login", LOGIN_RATE_PER_S, LOGIN_BURST, "too many sign-in attempts from this address"
+        )
         try:
             yield
         finally:
             await app.state.store.aclose()
 
-    state = State({
-        "settings": settings,
-        "rules": rules,
-        "tokens": TokenTable(settings.ingest_tokens, settings.operator_tokens),
-        "sessions": SessionSigner(settings.operator_tokens),
-    })
+    state = State(
+        {
+            "settings": settings,
+            "rules": rules,
+            "tokens": TokenTable(settings.ingest_tokens, settings.operator_tokens),
+            "sessions": SessionSigner(settings.operator_tokens),
+        }
+    )
     return Litestar(
-        route_handlers=[create_ticket, read_ticket, list_queue, record_decision, healthz, readyz,
-                        metrics_endpoint, *(extra_route_handlers or [])],
+        route_handlers=[
+            create_ticket,
+            read_ticket,
+            list_queue,
+            record_decision,
+            healthz,
+            readyz,
+            metrics_endpoint,
+            *(extra_route_handlers or []),
+        ],
         lifespan=[lifespan],
         state=state,
         middleware=[metrics_middleware],
@@ -201,7 +224,11 @@ def create_app(settings: Settings, redis_url: str, rules: Any,
             Exception: _internal_problem,
         },
         request_max_body_size=settings.max_request_bytes,
-        openapi_config=OpenAPIConfig(title="triage", version="0.1.0", path="/schema",
-                                     description="Ticket triage: L1 rules + L2 logits classifier"),
+        openapi_config=OpenAPIConfig(
+            title="triage",
+            version="0.1.0",
+            path="/schema",
+            description="Ticket triage: L1 rules + L2 logits classifier",
+        ),
         debug=False,
     )

@@ -51,8 +51,10 @@ def require(*allowed: str):
         token = bearer(connection)
         roles = roles_of(connection)
         if not roles:
-            raise Unauthorized("missing bearer token" if token is None else "unknown bearer token",
-                               headers={"WWW-Authenticate": 'Bearer realm="triage"'})
+            raise Unauthorized(
+                "missing bearer token" if token is None else "unknown bearer token",
+                headers={"WWW-Authenticate": 'Bearer realm="triage"'},
+            )
         if not roles & set(allowed):
             raise Forbidden(f"this token lacks the {' or '.join(allowed)} role")
         if "ingest" in roles & set(allowed) and token is not None:

@@ -16,8 +16,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/readyz", summary="Readiness: Redis reachable and a worker with a loaded model",
-     tags=["health"])
+@get("/readyz", summary="Readiness: Redis reachable and a worker with a loaded model", tags=["health"])
 async def readyz(state: State) -> Response[dict[str, object]]:
     checks: dict[str, object] = {}
     try:
@@ -57,8 +56,7 @@ async def refresh_gauges(state: State) -> None:
                 pass
 
 
-@get("/metrics", summary="Prometheus metrics", tags=["health"], media_type=MediaType.TEXT,
-     include_in_schema=True)
+@get("/metrics", summary="Prometheus metrics", tags=["health"], media_type=MediaType.TEXT, include_in_schema=True)
 async def metrics_endpoint(state: State) -> Response[bytes]:
     await refresh_gauges(state)
     state.last_scrape = time.time()

@@ -36,8 +36,7 @@ def _parse_cursor(cursor: str | None) -> tuple[float, str] | None:
             raise ValueError
         return float(score), member
     except ValueError:
-        raise InvalidTicket("cursor is malformed; pass back next_cursor as given",
-                            field="cursor") from None
+        raise InvalidTicket("cursor is malformed; pass back next_cursor as given", field="cursor") from None
 
 
 def queue_item(stored: StoredTicket, now: float) -> QueueItem:
@@ -49,21 +48,40 @@ def queue_item(stored: StoredTicket, now: float) -> QueueItem:
     result = stored.result
     if result is not None:
         risk = result.l2.answers.get("risk")
-        l2 = L2Summary(level=result.l2.level, method=result.l2.method,
-                       calibrated=result.l2.calibrated, red_flags=result.l2.red_flags,
-                       risk=risk.probabilities if risk else None)
-        return QueueItem(id=ticket_id, level=result.final_level, status=stored.status,  # type: ignore[arg-type]
-                         accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
-                         subject=request.subject, category=result.category,
-                         urgency=result.urgency,
-                         l1=L1Summary(level=result.l1.level, rules=result.l1.rules), l2=l2,
-                         calibrated_fields=result.calibrated_fields)
+        l2 = L2Summary(
+            level=result.l2.level,
+            method=result.l2.method,
+            calibrated=result.l2.calibrated,
+            red_flags=result.l2.red_flags,
+            risk=risk.probabilities if risk else None,
+        )
+        return QueueItem(
+            id=ticket_id,
+            level=result.final_level,
+            status=stored.status,  # type: ignore[arg-type]
+            accepted_at=accepted_at,
+            age_s=round(now - accepted_at, 3),
+            subject=request.subject,
+            category=result.category,
+            urgency=result.urgency,
+            l1=L1Summary(level=result.l1.level, rules=result.l1.rules),
+            l2=l2,
+            calibrated_fields=result.calibrated_fields,
+        )
     l1 = stored.l1
     assert l1 is not None  # written with the request
-    return QueueItem(id=ticket_id, level=stored.level, status=stored.status,  # type: ignore[arg-type]
-                     accepted_at=accepted_at, age_s=round(now - accepted_at, 3),
-                     subject=request.subject, category=None, urgency=None,
-                     l1=L1Summary(level=l1.level, rules=l1.rules), l2=None)
+    return QueueItem(
+        id=ticket_id,
+        level=stored.level,
+        status=stored.status,  # type: ignore[arg-type]
+        accepted_at=accepted_at,
+        age_s=round(now - accepted_at, 3),
+        subject=request.subject,
+        category=None,
+        urgency=None,
+        l1=L1Summary(level=l1.level, rules=l1.rules),
+        l2=None,
+    )
 
 
 async def queue_listing(store: AsyncStore, queue: str, limit: int, cursor: str | None) -> QueuePage:
@@ -81,8 +99,13 @@ async def queue_listing(store: AsyncStore, queue: str, limit: int, cursor: str |
     return QueuePage(queue=queue, depth=int(depth), items=items, next_cursor=next_cursor)
 
 
-@get("/v1/queues/{queue:str}", guards=[require("operator")], summary="Tickets waiting for review",
-     tags=["operators"], responses=problem_responses(400, 401, 403, 503))
+@get(
+    "/v1/queues/{queue:str}",
+    guards=[require("operator")],
+    summary="Tickets waiting for review",
+    tags=["operators"],
+    responses=problem_responses(400, 401, 403, 503),
+)
 async def list_queue(
     queue: Queue,
     state: State,
@@ -92,9 +115,14 @@ async def list_queue(
     return await queue_listing(state.store, queue, limit, cursor)
 
 
-@post("/v1/tickets/{ticket_id:str}/decision", guards=[require("operator")], status_code=201,
-      summary="Record an operator's decision", tags=["operators"],
-      responses=problem_responses(400, 401, 403, 404, 413, 503))
+@post(
+    "/v1/tickets/{ticket_id:str}/decision",
+    guards=[require("operator")],
+    status_code=201,
+    summary="Record an operator's decision",
+    tags=["operators"],
+    responses=problem_responses(400, 401, 403, 404, 413, 503),
+)
 async def record_decision(ticket_id: str, data: DecisionIn, state: State) -> DecisionRecorded:
     await apply_decision(state.store, ticket_id, data, vocabulary(state.settings.prompts_dir))
     return DecisionRecorded(id=ticket_id, recorded=True, removed_from_queues=True)

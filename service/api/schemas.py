@@ -80,8 +80,7 @@ TicketView = TriageResult | TicketPending
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _WHEN = {
-    400: "Malformed JSON, invalid UTF-8, unknown field, wrong type, or a bad header or parameter "
-         "(`field` names it)",
+    400: "Malformed JSON, invalid UTF-8, unknown field, wrong type, or a bad header or parameter (`field` names it)",
     401: "No bearer token, or an unknown one",
     403: "The token lacks the route's role",
     404: "No such ticket (expired or never accepted)",
@@ -95,6 +94,7 @@ _WHEN = {
 
 def problem_responses(*statuses: int) -> dict[int, ResponseSpec]:
     """OpenAPI entries for the error statuses a route can answer, all with the RFC 9457 body."""
-    return {status: ResponseSpec(data_container=Problem, description=_WHEN[status],
-                                 media_type=PROBLEM_MEDIA_TYPE)
-            for status in statuses}
+    return {
+        status: ResponseSpec(data_container=Problem, description=_WHEN[status], media_type=PROBLEM_MEDIA_TYPE)
+        for status in statuses
+    }

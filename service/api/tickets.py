@@ -41,8 +41,7 @@ def new_ticket_id() -> str:
 async def _reject_empty_request(request: Request) -> None:
     body = await request.body()
     if not body.strip():
-        raise EmptyTicket("the request has no body; send a JSON ticket with a non-empty `body`",
-                          field="body")
+        raise EmptyTicket("the request has no body; send a JSON ticket with a non-empty `body`", field="body")
 
 
 def _check_callback(url: str | None, allowed: tuple[str, ...]) -> None:
@@ -58,8 +57,7 @@ def _check_callback(url: str | None, allowed: tuple[str, ...]) -> None:
     host = parts.hostname.lower()
     candidates = {host} if port is None else {host, f"{host}:{port}"}
     if not candidates & {h.lower() for h in allowed}:
-        raise CallbackNotAllowed(
-            f"callback host {host!r} is not in TRIAGE_CALLBACK_HOSTS", field="callback_url")
+        raise CallbackNotAllowed(f"callback host {host!r} is not in TRIAGE_CALLBACK_HOSTS", field="callback_url")
 
 
 def _check_ticket(ticket: TicketIn, max_text_bytes: int) -> None:
@@ -67,8 +65,7 @@ def _check_ticket(ticket: TicketIn, max_text_bytes: int) -> None:
         raise EmptyTicket("`body` is empty", field="body")
     size = len(ticket.body.encode()) + len((ticket.subject or "").encode())
     if size > max_text_bytes:
-        raise TooLarge(f"subject + body is {size} bytes; the limit is {max_text_bytes}",
-                       field="body")
+        raise TooLarge(f"subject + body is {size} bytes; the limit is {max_text_bytes}", field="body")
     for name in ("subject", "language", "customer_id", "channel"):
         value = getattr(ticket, name)
         if value is not None and len(value) > 1024:
@@ -83,16 +80,25 @@ def _idempotency_key(request: Request) -> str | None:
         return None
     # Header bytes arrive Latin-1 decoded: outside ASCII the same key could be read two ways.
     if not 1 <= len(key) <= 200 or not (key.isascii() and key.isprintable()):
-        raise InvalidTicket("Idempotency-Key must be 1-200 printable ASCII characters",
-                            field="Idempotency-Key")
+        raise InvalidTicket("Idempotency-Key must be 1-200 printable ASCII characters", field="Idempotency-Key")
     return key
 
 
-@post("/v1/tickets", guards=[require("ingest")], before_request=_reject_empty_request,
-      status_code=202, summary="Submit a ticket for triage", tags=["tickets"],
-      responses={200: ResponseSpec(data_container=TicketAccepted, description="The same "
-                                   "Idempotency-Key and payload again: the ticket it created"),
-                 **problem_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)})
+@post(
+    "/v1/tickets",
+    guards=[require("ingest")],
+    before_request=_reject_empty_request,
+    status_code=202,
+    summary="Submit a ticket for triage",
+    tags=["tickets"],
+    responses={
+        200: ResponseSpec(
+            data_container=TicketAccepted,
+            description="The same Idempotency-Key and payload again: the ticket it created",
+        ),
+        **problem_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    },
+)
 async def create_ticket(data: TicketIn, request: Request, state: State) -> Response[TicketAccepted]:
     settings = state.settings
     _check_ticket(data, settings.max_text_bytes)
@@ -108,43 +114,61 @@ async def create_ticket(data: TicketIn, request: Request, state: State) -> Respo
 
     ticket_id = new_ticket_id()
     accepted_at = time.time()
-    ticket = StoredTicket(id=ticket_id, status="queued", request=data, l1=l1,
-                          accepted_at=accepted_at, l1_ms=l1_seconds * 1000,
-                          callback=bool(data.callback_url))
+    ticket = StoredTicket(
+        id=ticket_id,
+        status="queued",
+        request=data,
+        l1=l1,
+        accepted_at=accepted_at,
+        l1_ms=l1_seconds * 1000,
+        callback=bool(data.callback_url),
+    )
     try:
         outcome = await state.store.accept(ticket, payload_sha, idem_key)
     except QueueFull as full:
         raise QueueFull(
             f"{full.backlog} tickets are waiting (bound {settings.stream_max_len})",
             backlog=full.backlog,
-            headers={"Retry-After": str(settings.retry_after_s)}) from None
+            headers={"Retry-After": str(settings.retry_after_s)},
+        ) from None
     location = f"/v1/tickets/{outcome.ticket_id}"
     if not outcome.created:
         if outcome.payload_sha != payload_sha:
-            raise IdempotencyConflict("this Idempotency-Key was used with a different payload",
-                                      field="Idempotency-Key")
+            raise IdempotencyConflict("this Idempotency-Key was used with a different payload", field="Idempotency-Key")
         existing = await state.store.ticket(outcome.ticket_id)
         if existing is None or existing.l1 is None:
             raise NotFound("the ticket of this Idempotency-Key has expired")
-        body = TicketAccepted(id=outcome.ticket_id, status=existing.status,  # type: ignore[arg-type]
-                              l1=L1Summary(level=existing.l1.level, rules=existing.l1.rules))
+        body = TicketAccepted(
+            id=outcome.ticket_id,
+            status=existing.status,  # type: ignore[arg-type]
+            l1=L1Summary(level=existing.l1.level, rules=existing.l1.rules),
+        )
         return Response(body, status_code=200, headers={"Location": location})
     structlog.contextvars.bind_contextvars(ticket_id=ticket_id)
-    log.info("ticket_accepted", l1_level=l1.level, rules=[hit.id for hit in l1.rules],
-             idempotent=idem_key is not None)
-    return Response(TicketAccepted(id=ticket_id, status="queued",
-                                   l1=L1Summary(level=l1.level, rules=l1.rules)),
-                    status_code=202, headers={"Location": location})
+    log.info("ticket_accepted", l1_level=l1.level, rules=[hit.id for hit in l1.rules], idempotent=idem_key is not None)
+    return Response(
+        TicketAccepted(id=ticket_id, status="queued", l1=L1Summary(level=l1.level, rules=l1.rules)),
+        status_code=202,
+        headers={"Location": location},
+    )
 
 
-@get("/v1/tickets/{ticket_id:str}", guards=[require("ingest", "operator")],
-     summary="A ticket's state", tags=["tickets"],
-     responses=problem_responses(400, 401, 403, 404, 429, 503))
+@get(
+    "/v1/tickets/{ticket_id:str}",
+    guards=[require("ingest", "operator")],
+    summary="A ticket's state",
+    tags=["tickets"],
+    responses=problem_responses(400, 401, 403, 404, 429, 503),
+)
 async def read_ticket(ticket_id: str, state: State) -> TriageResult | TicketPending:
     stored = await state.store.ticket(ticket_id)
     if stored is None or stored.status is None:
         raise NotFound(f"no ticket {ticket_id!r}", field="ticket_id")
     if stored.result is not None and stored.finished:
         return msgspec.structs.replace(stored.result, status=stored.status)  # type: ignore[arg-type]
-    return TicketPending(id=ticket_id, status=stored.status,  # type: ignore[arg-type]
-                         l1=stored.l1, accepted_at=stored.accepted_at)  # type: ignore[arg-type]
+    return TicketPending(
+        id=ticket_id,
+        status=stored.status,  # type: ignore[arg-type]
+        l1=stored.l1,
+        accepted_at=stored.accepted_at,
+    )  # type: ignore[arg-type]

@@ -31,8 +31,7 @@ def resolve_judge_model(settings: Settings, choice: str = "") -> tuple[Path, str
     path = choice or settings.judge_model_path
     if path:
         if not Path(path).is_file():
-            raise ModelError(f"judge model {path}: no such file (--judge-model or "
-                             "TRIAGE_JUDGE_MODEL_PATH)")
+            raise ModelError(f"judge model {path}: no such file (--judge-model or TRIAGE_JUDGE_MODEL_PATH)")
         return resolve_model_path(path, settings.model_dir)
     return resolve_model_path(settings.model_path, settings.model_dir, settings.model_size)
 
@@ -59,9 +58,16 @@ def word_question(text: str, words: tuple[str, str]):
 class L2Backend:
     """JudgeBackend over one service.l2 Runner."""
 
-    def __init__(self, runner, *, model_sha256: str, framing: dict[str, str],
-                 answer_orders: int = 1, timeout_s: float = 60.0,
-                 answer_words: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        runner,
+        *,
+        model_sha256: str,
+        framing: dict[str, str],
+        answer_orders: int = 1,
+        timeout_s: float = 60.0,
+        answer_words: tuple[str, str] | None = None,
+    ) -> None:
         from ..l2 import Framing
         from ..l2.decide import check_aliases
 
@@ -80,47 +86,67 @@ class L2Backend:
         self.timeout_s = timeout_s
 
     @classmethod
-    def load(cls, model_path: Path, model_sha256: str, framing: dict[str, str], *,
-             n_threads: int, n_ctx: int = 4096, answer_orders: int = 1,
-             timeout_s: float = 60.0, answer_words: tuple[str, str] | None = None) -> L2Backend:
+    def load(
+        cls,
+        model_path: Path,
+        model_sha256: str,
+        framing: dict[str, str],
+        *,
+        n_threads: int,
+        n_ctx: int = 4096,
+        answer_orders: int = 1,
+        timeout_s: float = 60.0,
+        answer_words: tuple[str, str] | None = None,
+    ) -> L2Backend:
         from ..l2 import Runner
 
         runner = Runner(model_path, n_threads=n_threads, n_ctx=n_ctx)
-        return cls(runner, model_sha256=model_sha256, framing=framing,
-                   answer_orders=answer_orders, timeout_s=timeout_s, answer_words=answer_words)
+        return cls(
+            runner,
+            model_sha256=model_sha256,
+            framing=framing,
+            answer_orders=answer_orders,
+            timeout_s=timeout_s,
+            answer_words=answer_words,
+        )
 
     def _decide(self, context: str, state: str, questions: dict, fallback=None):
         from ..l2 import decide
 
-        decided = decide(self.runner, state, context, questions, framing=self.framing,
-                         deadline=time.monotonic() + self.timeout_s, fallback=fallback)
+        decided = decide(
+            self.runner,
+            state,
+            context,
+            questions,
+            framing=self.framing,
+            deadline=time.monotonic() + self.timeout_s,
+            fallback=fallback,
+        )
         if decided.method == "unavailable":
             raise JudgeUnavailable(decided.reason or "judge model unavailable")
         return decided
 
-    def yes_probabilities(self, context: str, state: str,
-                          questions: dict[str, str]) -> dict[str, float]:
+    def yes_probabilities(self, context: str, state: str, questions: dict[str, str]) -> dict[str, float]:
         from ..l2 import Question
 
         if self.answer_words is not None:
-            asked = {name: word_question(text, self.answer_words)
-                     for name, text in questions.items()}
+            asked = {name: word_question(text, self.answer_words) for name, text in questions.items()}
         elif self.answer_orders == 2:
             # "A. yes / B. no" and "A. no / B. yes", averaged: small models favour the first
             # letter, and this cancels that bias instead of calibrating it away.
-            asked = {name: Question(kind="choice", text=text, options=("yes", "no"),
-                                    permutations=2) for name, text in questions.items()}
+            asked = {
+                name: Question(kind="choice", text=text, options=("yes", "no"), permutations=2)
+                for name, text in questions.items()
+            }
         else:
             asked = {name: Question(kind="boolean", text=text) for name, text in questions.items()}
         decided = self._decide(context, state, asked)
         return {name: float(decided.answers[name].probabilities["yes"]) for name in questions}
 
-    def choose(self, context: str, state: str, question: str,
-               options: tuple[str, ...]) -> dict[str, float]:
+    def choose(self, context: str, state: str, question: str, options: tuple[str, ...]) -> dict[str, float]:
         from ..l2 import Question
 
-        decided = self._decide(context, state,
-                               {"choice": Question(kind="choice", text=question, options=options)})
+        decided = self._decide(context, state, {"choice": Question(kind="choice", text=question, options=options)})
         return dict(decided.answers["choice"].probabilities)
 
     def generate_json(self, context: str, state: str, instructions: str, schema: dict) -> dict:
@@ -141,8 +167,6 @@ class L2Backend:
                 asked[name] = Question(kind="boolean", text=text)
             else:
                 asked[name] = Question(kind="choice", text=text, options=labels)
-        fallback = Fallback(names=tuple(asked), min_coverage=2.0,
-                            instruction=lambda names: instructions)
+        fallback = Fallback(names=tuple(asked), min_coverage=2.0, instruction=lambda names: instructions)
         decided = self._decide(context, state, asked, fallback)
-        return {name: answer.chosen for name, answer in decided.answers.items()
-                if answer.method == "generated"}
+        return {name: answer.chosen for name, answer in decided.answers.items() if answer.method == "generated"}

@@ -92,21 +92,27 @@ def cases_sha256(cases: Sequence[CalibrationCase]) -> str:
 
 
 def _decision(case: CalibrationCase) -> AuditedDecision:
-    return AuditedDecision(text=case.text, level=case.level_given, category=case.category_given,
-                           urgency=case.urgency_given)
+    return AuditedDecision(
+        text=case.text, level=case.level_given, category=case.category_given, urgency=case.urgency_given
+    )
 
 
 def case_result(case: CalibrationCase, verdict: JudgeVerdict) -> CaseResult:
     return CaseResult(
-        case_id=case.id, source=case.source, kind=case.kind, level_given=case.level_given,
-        human_verdict=case.human_verdict, judge_verdict=verdict.verdict,
-        human_failed=list(case.human_failed), judge_failed=list(verdict.failed),
+        case_id=case.id,
+        source=case.source,
+        kind=case.kind,
+        level_given=case.level_given,
+        human_verdict=case.human_verdict,
+        judge_verdict=verdict.verdict,
+        human_failed=list(case.human_failed),
+        judge_failed=list(verdict.failed),
         p_fail={c.id: c.p_fail for c in verdict.criteria if c.applicable},
-        model_verdict=verdict.model_verdict)
+        model_verdict=verdict.model_verdict,
+    )
 
 
-def criterion_agreement(results: Sequence[CaseResult],
-                        criteria: Sequence[str]) -> dict[str, CriterionAgreement]:
+def criterion_agreement(results: Sequence[CaseResult], criteria: Sequence[str]) -> dict[str, CriterionAgreement]:
     """Per criterion, over the cases where it applied: how often judge and human agree."""
     table = {}
     for criterion in criteria:
@@ -114,14 +120,21 @@ def criterion_agreement(results: Sequence[CaseResult],
         human = [criterion in r.human_failed for r in rows]
         judge = [criterion in r.judge_failed for r in rows]
         table[criterion] = CriterionAgreement(
-            n=len(rows), agree=sum(h == j for h, j in zip(human, judge, strict=True)),
-            human_failed=sum(human), judge_failed=sum(judge))
+            n=len(rows),
+            agree=sum(h == j for h, j in zip(human, judge, strict=True)),
+            human_failed=sum(human),
+            judge_failed=sum(judge),
+        )
     return table
 
 
 def calibrate(
-    judge: Judge, cases: Sequence[CalibrationCase], *, judge_model: str = "",
-    cases_path: str = "", on_case: Callable[[int, CaseResult], None] | None = None,
+    judge: Judge,
+    cases: Sequence[CalibrationCase],
+    *,
+    judge_model: str = "",
+    cases_path: str = "",
+    on_case: Callable[[int, CaseResult], None] | None = None,
     now: float | None = None,
 ) -> tuple[CalibrationRecord, list[CaseResult]]:
     """Judge every case and measure agreement with the human verdicts."""
@@ -143,45 +156,68 @@ def calibrate(
             on_case(index, result)
     if not results:
         raise JudgeUnavailable(f"the judge answered no case: {unjudged}")
-    agreement = cohen_kappa([r.human_verdict for r in results],
-                            [r.judge_verdict for r in results])
+    agreement = cohen_kappa([r.human_verdict for r in results], [r.judge_verdict for r in results])
     greens = [r for r in results if r.level_given == "green"]
-    green_kappa = cohen_kappa([r.human_verdict for r in greens],
-                              [r.judge_verdict for r in greens]).kappa if greens else None
+    green_kappa = (
+        cohen_kappa([r.human_verdict for r in greens], [r.judge_verdict for r in greens]).kappa if greens else None
+    )
     baseline_kappa = cohen_kappa(
         [r.human_verdict for r in results],
-        ["unacceptable" if r.level_given == "green" else "acceptable" for r in results]).kappa
+        ["unacceptable" if r.level_given == "green" else "acceptable" for r in results],
+    ).kappa
     created = time.time() if now is None else now
     record = CalibrationRecord(
-        judge_model_sha256=judge.model_sha256, judge_model=judge_model or judge.backend.model_name,
-        rubric_sha256=judge.rubric.sha256, method=judge.method, kappa=agreement.kappa,
-        kappa_se=agreement.kappa_se, observed=agreement.observed, expected=agreement.expected,
-        n=agreement.n, confusion=agreement.confusion, per_class=agreement.per_class,
+        judge_model_sha256=judge.model_sha256,
+        judge_model=judge_model or judge.backend.model_name,
+        rubric_sha256=judge.rubric.sha256,
+        method=judge.method,
+        kappa=agreement.kappa,
+        kappa_se=agreement.kappa_se,
+        observed=agreement.observed,
+        expected=agreement.expected,
+        n=agreement.n,
+        confusion=agreement.confusion,
+        per_class=agreement.per_class,
         criteria=criterion_agreement(results, [c.id for c in judge.rubric.criteria]),
-        cases_sha256=cases_sha256(cases), cases_path=cases_path,
+        cases_sha256=cases_sha256(cases),
+        cases_path=cases_path,
         date=dt.datetime.fromtimestamp(created, dt.UTC).isoformat(timespec="seconds"),
-        created_at=created, elapsed_s=round(time.perf_counter() - started, 2),
+        created_at=created,
+        elapsed_s=round(time.perf_counter() - started, 2),
         disagreements=[r for r in results if r.human_verdict != r.judge_verdict],
-        unjudged=unjudged, green_kappa=green_kappa, baseline_kappa=baseline_kappa,
-        cases=results)
+        unjudged=unjudged,
+        green_kappa=green_kappa,
+        baseline_kappa=baseline_kappa,
+        cases=results,
+    )
     return record, results
 
 
 def gating_state(
-    record: CalibrationRecord | None, *, judge_model_sha256: str, rubric_sha256: str,
-    method: str, kappa_min: float, min_cases: int = MIN_CASES,
+    record: CalibrationRecord | None,
+    *,
+    judge_model_sha256: str,
+    rubric_sha256: str,
+    method: str,
+    kappa_min: float,
+    min_cases: int = MIN_CASES,
 ) -> GatingState:
     """May the audit act on its own authority? Pure: the record and the judge in use now."""
     if record is None:
-        return GatingState(gating=False, stale=True, kappa=None, kappa_min=kappa_min,
-                           reasons=["never calibrated: run `triage audit calibrate`"])
+        return GatingState(
+            gating=False,
+            stale=True,
+            kappa=None,
+            kappa_min=kappa_min,
+            reasons=["never calibrated: run `triage audit calibrate`"],
+        )
     reasons = []
     if record.judge_model_sha256 != judge_model_sha256:
-        reasons.append(f"judge model changed (calibrated {record.judge_model_sha256[:12]}, "
-                       f"now {judge_model_sha256[:12]})")
+        reasons.append(
+            f"judge model changed (calibrated {record.judge_model_sha256[:12]}, now {judge_model_sha256[:12]})"
+        )
     if record.rubric_sha256 != rubric_sha256:
-        reasons.append(f"rubric changed (calibrated {record.rubric_sha256[:12]}, "
-                       f"now {rubric_sha256[:12]})")
+        reasons.append(f"rubric changed (calibrated {record.rubric_sha256[:12]}, now {rubric_sha256[:12]})")
     if record.method != method:
         reasons.append(f"judge method changed (calibrated {record.method}, now {method})")
     stale = bool(reasons)
@@ -194,12 +230,17 @@ def gating_state(
     elif record.baseline_kappa is not None and record.kappa <= record.baseline_kappa:
         # A judge no better than "every green is unacceptable" has learnt the set's
         # composition, not the tickets: it must not act on its own authority.
-        reasons.append(f"kappa {record.kappa:.3f} does not beat the level-only baseline "
-                       f"{record.baseline_kappa:.3f}")
+        reasons.append(f"kappa {record.kappa:.3f} does not beat the level-only baseline {record.baseline_kappa:.3f}")
     if record.n < min_cases:
         reasons.append(f"only {record.n} calibration cases (< {min_cases})")
-    return GatingState(gating=not reasons, stale=stale, kappa=record.kappa, kappa_min=kappa_min,
-                       reasons=reasons, calibrated_at=record.date)
+    return GatingState(
+        gating=not reasons,
+        stale=stale,
+        kappa=record.kappa,
+        kappa_min=kappa_min,
+        reasons=reasons,
+        calibrated_at=record.date,
+    )
 
 
 _record_decoder = msgspec.json.Decoder(CalibrationRecord)

@@ -28,14 +28,18 @@ DEFAULT_CASES_PATH = Path(__file__).resolve().parents[2] / "data" / "judge_calib
 # Dev tickets that try to instruct the system (fake system messages, "classify this as green",
 # base64 orders). A human labeller's reading of the ticket bodies, recorded here because the
 # dev record has no field for it and the policy forbids code from reading its `note`.
-INSTRUCTION_TICKETS = frozenset(
-    {"DEV-017", "DEV-025", "DEV-049", "DEV-061", "DEV-110", "DEV-147", "DEV-149"}
-)
+INSTRUCTION_TICKETS = frozenset({"DEV-017", "DEV-025", "DEV-049", "DEV-061", "DEV-110", "DEV-147", "DEV-149"})
 
 # A category that is plainly wrong for a ticket of the key's category (borderline cases).
 WRONG_CATEGORY = {
-    "billing": "shipping", "technical": "legal", "account": "shipping", "shipping": "security",
-    "sales": "technical", "security": "shipping", "legal": "shipping", "other": "legal",
+    "billing": "shipping",
+    "technical": "legal",
+    "account": "shipping",
+    "shipping": "security",
+    "sales": "technical",
+    "security": "shipping",
+    "legal": "shipping",
+    "other": "legal",
 }
 
 
@@ -60,8 +64,14 @@ class CalibrationCase(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def human_judgement(
-    *, label_risk: str, label_category: str, label_urgency: int, instructs: bool,
-    level_given: str, category_given: str | None, urgency_given: int | None,
+    *,
+    label_risk: str,
+    label_category: str,
+    label_urgency: int,
+    instructs: bool,
+    level_given: str,
+    category_given: str | None,
+    urgency_given: int | None,
 ) -> list[str]:
     """The rubric criteria a person applying the policy sees failed in a decision.
 
@@ -129,21 +139,37 @@ def build_calibration_set(dev_rows: list[dict], seed: int = 6) -> list[Calibrati
     cases: list[CalibrationCase] = []
     for kind, pool, count, level, wrong_category, odd_urgency in PLAN:
         if len(pools[pool]) < count:
-            raise ValueError(f"dev set has too few {pool} tickets left for {kind}: need {count}, "
-                             f"have {len(pools[pool])}")
+            raise ValueError(
+                f"dev set has too few {pool} tickets left for {kind}: need {count}, have {len(pools[pool])}"
+            )
         for row in (pools[pool].pop() for _ in range(count)):
             given_level = level or row["risk"]
             category = WRONG_CATEGORY[row["category"]] if wrong_category else row["category"]
             urgency = _implausible(row["urgency"]) if odd_urgency else row["urgency"]
             failed = human_judgement(
-                label_risk=row["risk"], label_category=row["category"],
-                label_urgency=row["urgency"], instructs=row["id"] in INSTRUCTION_TICKETS,
-                level_given=given_level, category_given=category, urgency_given=urgency)
-            cases.append(CalibrationCase(
-                id=f"CAL-{len(cases) + 1:03d}", source=f"dev:{row['id']}", kind=kind,
-                subject=row.get("subject"), body=row["body"], language=row.get("language"),
-                level_given=given_level, category_given=category, urgency_given=urgency,
-                human_verdict=verdict_from_failed(failed), human_failed=failed))
+                label_risk=row["risk"],
+                label_category=row["category"],
+                label_urgency=row["urgency"],
+                instructs=row["id"] in INSTRUCTION_TICKETS,
+                level_given=given_level,
+                category_given=category,
+                urgency_given=urgency,
+            )
+            cases.append(
+                CalibrationCase(
+                    id=f"CAL-{len(cases) + 1:03d}",
+                    source=f"dev:{row['id']}",
+                    kind=kind,
+                    subject=row.get("subject"),
+                    body=row["body"],
+                    language=row.get("language"),
+                    level_given=given_level,
+                    category_given=category,
+                    urgency_given=urgency,
+                    human_verdict=verdict_from_failed(failed),
+                    human_failed=failed,
+                )
+            )
     return cases
 
 
@@ -190,9 +216,17 @@ def needed_a_person(decision: Decision) -> bool:
 
 
 def case_from_decision(
-    *, ticket_id: str, subject: str | None, body: str, language: str | None,
-    level_given: str, category_given: str | None, urgency_given: int | None,
-    decision: Decision, judge_verdict: str | None, now: float | None = None,
+    *,
+    ticket_id: str,
+    subject: str | None,
+    body: str,
+    language: str | None,
+    level_given: str,
+    category_given: str | None,
+    urgency_given: int | None,
+    decision: Decision,
+    judge_verdict: str | None,
+    now: float | None = None,
 ) -> CalibrationCase:
     """An operator's verdict on an audited ticket, as a calibration case.
 
@@ -202,12 +236,20 @@ def case_from_decision(
     failed = []
     if level_given == "green" and needed_a_person(decision):
         failed.append("green_needs_person")
-    if decision.category is not None and category_given is not None \
-            and decision.category != category_given:
+    if decision.category is not None and category_given is not None and decision.category != category_given:
         failed.append("category_right")
     return CalibrationCase(
-        id=f"OPS-{ticket_id}", source=f"operator:{ticket_id}", kind="operator", subject=subject,
-        body=body, language=language, level_given=level_given,  # type: ignore[arg-type]
-        category_given=category_given, urgency_given=urgency_given,
-        human_verdict=verdict_from_failed(failed), human_failed=failed,
-        judge_verdict=judge_verdict, added_at=time.time() if now is None else now)
+        id=f"OPS-{ticket_id}",
+        source=f"operator:{ticket_id}",
+        kind="operator",
+        subject=subject,
+        body=body,
+        language=language,
+        level_given=level_given,  # type: ignore[arg-type]
+        category_given=category_given,
+        urgency_given=urgency_given,
+        human_verdict=verdict_from_failed(failed),
+        human_failed=failed,
+        judge_verdict=judge_verdict,
+        added_at=time.time() if now is None else now,
+    )

@@ -44,19 +44,29 @@ def _audit_dir(settings) -> Path:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--judge-model", default="", metavar="PATH|0.5b|1.5b",
-                        help="judge GGUF: a path or a bundled size (default "
-                             "TRIAGE_JUDGE_MODEL_PATH, else the classifier's model)")
-    parser.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD,
-                        help="one logits question per criterion, or one constrained generation")
+    parser.add_argument(
+        "--judge-model",
+        default="",
+        metavar="PATH|0.5b|1.5b",
+        help="judge GGUF: a path or a bundled size (default TRIAGE_JUDGE_MODEL_PATH, else the classifier's model)",
+    )
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default=DEFAULT_METHOD,
+        help="one logits question per criterion, or one constrained generation",
+    )
     parser.add_argument("--rubric", default=str(DEFAULT_RUBRIC_DIR), help="rubric folder")
-    parser.add_argument("--cases", default=str(DEFAULT_CASES_PATH),
-                        help="bundled calibration set (JSON Lines, read only)")
-    parser.add_argument("--operator-cases", default="",
-                        help="operators' verdicts on audited tickets, appended by `run` and read "
-                             "by `calibrate` (default <TRIAGE_VAR_DIR>/audit/operator_cases.jsonl)")
-    parser.add_argument("--kappa-min", type=float, default=None,
-                        help="gating threshold (default TRIAGE_KAPPA_MIN)")
+    parser.add_argument(
+        "--cases", default=str(DEFAULT_CASES_PATH), help="bundled calibration set (JSON Lines, read only)"
+    )
+    parser.add_argument(
+        "--operator-cases",
+        default="",
+        help="operators' verdicts on audited tickets, appended by `run` and read "
+        "by `calibrate` (default <TRIAGE_VAR_DIR>/audit/operator_cases.jsonl)",
+    )
+    parser.add_argument("--kappa-min", type=float, default=None, help="gating threshold (default TRIAGE_KAPPA_MIN)")
     add_quiet_argument(parser)
 
 
@@ -66,37 +76,44 @@ def register(subparsers) -> None:
 
     cal = actions.add_parser("calibrate", help="measure the judge's agreement with people")
     _common(cal)
-    cal.add_argument("--out", default="",
-                     help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
-    cal.add_argument("--json", default="", metavar="OUT",
-                     help="also write n, observed, expected, kappa, confusion, gating, stale "
-                          "('-': stdout)")
-    cal.add_argument("--limit", type=int, default=0,
-                     help="N evenly spaced cases only (smoke runs; every kind represented)")
+    cal.add_argument("--out", default="", help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
+    cal.add_argument(
+        "--json",
+        default="",
+        metavar="OUT",
+        help="also write n, observed, expected, kappa, confusion, gating, stale ('-': stdout)",
+    )
+    cal.add_argument(
+        "--limit", type=int, default=0, help="N evenly spaced cases only (smoke runs; every kind represented)"
+    )
     cal.set_defaults(func=cmd_calibrate)
 
     run = actions.add_parser("run", help="judge a sample of recent results and report")
     _common(run)
-    run.add_argument("--calibration", default="",
-                     help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)")
+    run.add_argument(
+        "--calibration", default="", help="calibration record (default <TRIAGE_VAR_DIR>/audit/calibration.json)"
+    )
     run.add_argument("--out-dir", default="", help="report folder (default var/audit/)")
     run.add_argument("--sample", type=int, default=60, help="tickets to judge")
     run.add_argument("--window", type=int, default=5000, help="newest results to sample from")
-    run.add_argument("--green-share", type=float, default=0.6,
-                     help="share of the sample drawn from greens")
-    run.add_argument("--check-greens", type=int, default=10, metavar="N",
-                     help="sampled greens sent to the audit queue for operators to check, "
-                          "whatever the judge says (the false-green rate on real traffic)")
-    run.add_argument("--checks-window-days", type=float, default=30.0,
-                     help="operator checks counted in the false-green bound")
+    run.add_argument("--green-share", type=float, default=0.6, help="share of the sample drawn from greens")
+    run.add_argument(
+        "--check-greens",
+        type=int,
+        default=10,
+        metavar="N",
+        help="sampled greens sent to the audit queue for operators to check, "
+        "whatever the judge says (the false-green rate on real traffic)",
+    )
+    run.add_argument(
+        "--checks-window-days", type=float, default=30.0, help="operator checks counted in the false-green bound"
+    )
     run.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible runs)")
-    run.add_argument("--json", default="", metavar="OUT",
-                     help="also write the report here ('-': stdout)")
+    run.add_argument("--json", default="", metavar="OUT", help="also write the report here ('-': stdout)")
     run.set_defaults(func=cmd_run)
 
     build = actions.add_parser("cases", help="build the bundled calibration set from dev labels")
-    build.add_argument("--dev", default="", metavar="FILE.jsonl",
-                       help="labelled dev set (default TRIAGE_DEV_SET)")
+    build.add_argument("--dev", default="", metavar="FILE.jsonl", help="labelled dev set (default TRIAGE_DEV_SET)")
     build.add_argument("--out", default=str(DEFAULT_CASES_PATH), help="cases file to write")
     build.add_argument("--seed", type=int, default=6)
     build.set_defaults(func=cmd_cases)
@@ -107,16 +124,16 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
     dev = Path(args.dev or _settings().dev_set)
     if not dev.exists():
-        print(f"triage audit cases: {dev}: no such file (pass --dev or set TRIAGE_DEV_SET)",
-              file=sys.stderr)
+        print(f"triage audit cases: {dev}: no such file (pass --dev or set TRIAGE_DEV_SET)", file=sys.stderr)
         return 2
-    rows = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines() if line.strip()]
     cases = build_calibration_set(rows, seed=args.seed)
     write_cases(cases, args.out)
     verdicts = [c.human_verdict for c in cases]
-    print(f"wrote {len(cases)} cases to {args.out}: {verdicts.count('acceptable')} acceptable, "
-          f"{verdicts.count('unacceptable')} unacceptable")
+    print(
+        f"wrote {len(cases)} cases to {args.out}: {verdicts.count('acceptable')} acceptable, "
+        f"{verdicts.count('unacceptable')} unacceptable"
+    )
     return 0
 
 
@@ -130,16 +147,21 @@ def _judge(settings, args, cache=None) -> Judge:
     except (RubricError, ModelError) as error:
         print(f"triage audit: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    backend = L2Backend.load(path, sha, rubric.framing, n_threads=settings.n_threads,
-                             n_ctx=settings.n_ctx, answer_orders=rubric.answer_orders,
-                             timeout_s=max(JUDGE_TIMEOUT_S, settings.l2_timeout_s),
-                             answer_words=rubric.answer_words)
+    backend = L2Backend.load(
+        path,
+        sha,
+        rubric.framing,
+        n_threads=settings.n_threads,
+        n_ctx=settings.n_ctx,
+        answer_orders=rubric.answer_orders,
+        timeout_s=max(JUDGE_TIMEOUT_S, settings.l2_timeout_s),
+        answer_words=rubric.answer_words,
+    )
     return Judge(backend, rubric, method=args.method, cache=cache)
 
 
 def _operator_cases(settings, args) -> Path:
-    return Path(args.operator_cases) if args.operator_cases else \
-        _audit_dir(settings) / "operator_cases.jsonl"
+    return Path(args.operator_cases) if args.operator_cases else _audit_dir(settings) / "operator_cases.jsonl"
 
 
 def calibration_set(bundled: str | Path, operator: str | Path) -> tuple[list, list[str]]:
@@ -176,11 +198,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.limit:
         cases = spread(cases, args.limit)
     judge = _judge(settings, args)
-    print(f"audit calibrate: {len(cases)} cases, judge {judge.backend.model_name} "
-          f"({judge.method}), rubric {judge.rubric.sha256[:12]}", file=sys.stderr)
+    print(
+        f"audit calibrate: {len(cases)} cases, judge {judge.backend.model_name} "
+        f"({judge.method}), rubric {judge.rubric.sha256[:12]}",
+        file=sys.stderr,
+    )
 
     agreed = 0
     with progress(total=len(cases), desc="audit calibrate", unit="case", quiet=args.quiet) as bar:
+
         def on_case(index: int, result) -> None:
             nonlocal agreed
             agreed += result.human_verdict == result.judge_verdict
@@ -194,17 +220,26 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         png = criterion_agreement_png(record.criteria, out.with_name(out.stem + "-criteria.png"))
     except ImportError:
         png = None  # matplotlib is the offline extra's; the numbers are in the record anyway
-    state = gating_state(record, judge_model_sha256=judge.model_sha256,
-                         rubric_sha256=judge.rubric.sha256, method=judge.method,
-                         kappa_min=kappa_min)
+    state = gating_state(
+        record,
+        judge_model_sha256=judge.model_sha256,
+        rubric_sha256=judge.rubric.sha256,
+        method=judge.method,
+        kappa_min=kappa_min,
+    )
     summary_to = human_stream(args.json or None)
     _print_calibration(record, state, out, file=summary_to)
-    print(f"wrote {png}" if png else "no picture: matplotlib (the offline extra) is not installed",
-          file=summary_to)
+    print(f"wrote {png}" if png else "no picture: matplotlib (the offline extra) is not installed", file=summary_to)
     if args.json:
-        summary = {"n": record.n, "observed": record.observed, "expected": record.expected,
-                   "kappa": record.kappa, "confusion": record.confusion,
-                   "gating": state.gating, "stale": state.stale}
+        summary = {
+            "n": record.n,
+            "observed": record.observed,
+            "expected": record.expected,
+            "kappa": record.kappa,
+            "confusion": record.confusion,
+            "gating": state.gating,
+            "stale": state.stale,
+        }
         write_json(msgspec.json.format(msgspec.json.encode(summary)), args.json)
     return 0
 
@@ -221,18 +256,23 @@ def _print_calibration(record, state, out: Path, file=None) -> None:
     for human, row in record.confusion.items():
         lines.append(f"  {human:13s} " + "  ".join(f"{j}={n}" for j, n in row.items()))
     for label, scores in record.per_class.items():
-        lines.append(f"  {label:13s} precision={_fmt(scores.precision)} "
-                     f"recall={_fmt(scores.recall)} support={scores.support}")
+        lines.append(
+            f"  {label:13s} precision={_fmt(scores.precision)} recall={_fmt(scores.recall)} support={scores.support}"
+        )
     lines.append("per criterion (cases where it applied):")
     for criterion, row in record.criteria.items():
-        lines.append(f"  {criterion:22s} n={row.n:3d} agree={row.agree:3d} "
-                     f"human_failed={row.human_failed:3d} judge_failed={row.judge_failed:3d}")
+        lines.append(
+            f"  {criterion:22s} n={row.n:3d} agree={row.agree:3d} "
+            f"human_failed={row.human_failed:3d} judge_failed={row.judge_failed:3d}"
+        )
     lines.append(f"disagreements ({len(record.disagreements)}):")
     for d in record.disagreements:
         p = ", ".join(f"{k}={_fmt(v, 2)}" for k, v in d.p_fail.items())
-        lines.append(f"  {d.case_id} {d.source} [{d.kind}] level {d.level_given}: human "
-                     f"{d.human_verdict} {d.human_failed}, judge {d.judge_verdict} "
-                     f"{d.judge_failed}  p_fail {p}")
+        lines.append(
+            f"  {d.case_id} {d.source} [{d.kind}] level {d.level_given}: human "
+            f"{d.human_verdict} {d.human_failed}, judge {d.judge_verdict} "
+            f"{d.judge_failed}  p_fail {p}"
+        )
     for case_id, why in record.unjudged.items():
         lines.append(f"  not judged: {case_id}: {why}")
     gate = "ON" if state.gating else "OFF (" + "; ".join(state.reasons) + ")"
@@ -252,31 +292,47 @@ def cmd_run(args: argparse.Namespace) -> int:
     client = connect(settings, allow_embedded=True)
     keys = Keys(settings.redis_prefix)
     judge = _judge(settings, args, cache=RedisVerdictCache(client, keys))
-    record_path = Path(args.calibration) if args.calibration else \
-        _audit_dir(settings) / "calibration.json"
+    record_path = Path(args.calibration) if args.calibration else _audit_dir(settings) / "calibration.json"
     record = load_record(record_path)
-    state = gating_state(record, judge_model_sha256=judge.model_sha256,
-                         rubric_sha256=judge.rubric.sha256, method=judge.method,
-                         kappa_min=kappa_min)
+    state = gating_state(
+        record,
+        judge_model_sha256=judge.model_sha256,
+        rubric_sha256=judge.rubric.sha256,
+        method=judge.method,
+        kappa_min=kappa_min,
+    )
     operator_cases = _operator_cases(settings, args)
     operator_cases.parent.mkdir(parents=True, exist_ok=True)
-    report = run_audit(client, keys, judge, state, cases_path=operator_cases,
-                       sample_size=args.sample, window=args.window, green_share=args.green_share,
-                       rng=random.Random(args.seed), max_age_s=settings.result_ttl_s,
-                       quiet=args.quiet, check_greens=args.check_greens,
-                       max_false_green_rate=settings.max_false_green_rate,
-                       checks_window_s=args.checks_window_days * 86400)
-    json_path, md_path = write_report(report, args.out_dir or _audit_dir(settings),
-                                      criteria=record.criteria if record else None)
+    report = run_audit(
+        client,
+        keys,
+        judge,
+        state,
+        cases_path=operator_cases,
+        sample_size=args.sample,
+        window=args.window,
+        green_share=args.green_share,
+        rng=random.Random(args.seed),
+        max_age_s=settings.result_ttl_s,
+        quiet=args.quiet,
+        check_greens=args.check_greens,
+        max_false_green_rate=settings.max_false_green_rate,
+        checks_window_s=args.checks_window_days * 86400,
+    )
+    json_path, md_path = write_report(
+        report, args.out_dir or _audit_dir(settings), criteria=record.criteria if record else None
+    )
     if args.json:
         write_json(json_path.read_bytes(), args.json)
     fg, check = report.false_green, report.checked_greens
-    print(f"audit: {len(report.tickets)} judged, false greens {fg.false_greens}/"
-          f"{fg.greens_judged} (rate {_fmt(fg.rate)}, Wilson 95% [{fg.low:.3f}, {fg.high:.3f}]), "
-          f"gating {'ON' if state.gating else 'OFF'}, queued {len(report.queued)}, "
-          f"indicative {len(report.indicative)}\n"
-          f"operator checks: {check.false_greens}/{check.checked} false greens, 95% upper bound "
-          f"{check.upper:.4f} (max {check.max_rate}), {check.queued} greens queued for a check\n"
-          f"report: {md_path}\n        {json_path}",
-          file=human_stream(args.json or None))
+    print(
+        f"audit: {len(report.tickets)} judged, false greens {fg.false_greens}/"
+        f"{fg.greens_judged} (rate {_fmt(fg.rate)}, Wilson 95% [{fg.low:.3f}, {fg.high:.3f}]), "
+        f"gating {'ON' if state.gating else 'OFF'}, queued {len(report.queued)}, "
+        f"indicative {len(report.indicative)}\n"
+        f"operator checks: {check.false_greens}/{check.checked} false greens, 95% upper bound "
+        f"{check.upper:.4f} (max {check.max_rate}), {check.queued} greens queued for a check\n"
+        f"report: {md_path}\n        {json_path}",
+        file=human_stream(args.json or None),
+    )
     return 0

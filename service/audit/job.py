@@ -101,25 +101,25 @@ def recent_levels(client, keys: Keys, window: int) -> list[tuple[str, str]]:
     for ticket_id in ids:
         pipe.hmget(keys.ticket(ticket_id), "status", "final_level")
     rows = pipe.execute() if ids else []
-    return [(ticket_id, _s(level)) for ticket_id, (status, level) in zip(ids, rows, strict=True)
-            if status is not None and _s(status) == "done" and level is not None]
+    return [
+        (ticket_id, _s(level))
+        for ticket_id, (status, level) in zip(ids, rows, strict=True)
+        if status is not None and _s(status) == "done" and level is not None
+    ]
 
 
 def _load(client, keys: Keys, ticket_id: str) -> tuple[TicketIn, _ResultView, bool] | None:
-    request, result, decision = client.hmget(keys.ticket(ticket_id), "request", "result",
-                                             "decision")
+    request, result, decision = client.hmget(keys.ticket(ticket_id), "request", "result", "decision")
     if request is None or result is None:
         return None
     return _request_decoder.decode(request), _result_decoder.decode(result), decision is not None
 
 
-def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
-                              now: float | None = None) -> list[str]:
+def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path, now: float | None = None) -> list[str]:
     """Operators' decisions on tickets the audit queued become calibration cases; returns ids."""
     cursor = client.hget(keys.audit_state, CURSOR_FIELD)
     low = f"({_s(cursor)}" if cursor else "-"
-    queued = {_s(k): _queued_decoder.decode(v) for k, v in
-              client.hgetall(queued_key(keys)).items()}
+    queued = {_s(k): _queued_decoder.decode(v) for k, v in client.hgetall(queued_key(keys)).items()}
     cases, done, last = [], [], None
     checks: dict[str, bytes] = {}
     while True:
@@ -136,19 +136,29 @@ def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
             if entry is None:
                 continue  # not a ticket the audit queued
             if entry.check and entry.level == "green":
-                checks[decision.ticket_id] = _encoder.encode(GreenCheck(
-                    decided_at=decision.decided_at, false_green=needed_a_person(decision)))
+                checks[decision.ticket_id] = _encoder.encode(
+                    GreenCheck(decided_at=decision.decided_at, false_green=needed_a_person(decision))
+                )
             request = client.hget(keys.ticket(decision.ticket_id), "request")
             done.append(decision.ticket_id)
             if request is None:
                 log.info("audit_decision_ticket_expired", ticket_id=decision.ticket_id)
                 continue
             ticket = _request_decoder.decode(request)
-            cases.append(case_from_decision(
-                ticket_id=decision.ticket_id, subject=ticket.subject, body=ticket.body,
-                language=ticket.language, level_given=entry.level, category_given=entry.category,
-                urgency_given=entry.urgency, decision=decision, judge_verdict=entry.verdict,
-                now=now))
+            cases.append(
+                case_from_decision(
+                    ticket_id=decision.ticket_id,
+                    subject=ticket.subject,
+                    body=ticket.body,
+                    language=ticket.language,
+                    level_given=entry.level,
+                    category_given=entry.category,
+                    urgency_given=entry.urgency,
+                    decision=decision,
+                    judge_verdict=entry.verdict,
+                    now=now,
+                )
+            )
         low = f"({last}"
     added = append_cases(cases, cases_path) if cases else []
     # Cursor and queued entries move only after the cases are on disk: a crash before this line
@@ -163,15 +173,21 @@ def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path,
     pipe.execute()
     for case in added:
         agreed = case.judge_verdict == case.human_verdict
-        log.info("audit_operator_case_added", case_id=case.id, human=case.human_verdict,
-                 judge=case.judge_verdict, judge_missed=not agreed)
+        log.info(
+            "audit_operator_case_added",
+            case_id=case.id,
+            human=case.human_verdict,
+            judge=case.judge_verdict,
+            judge_missed=not agreed,
+        )
     return [case.source.split(":", 1)[1] for case in added]
 
 
 def prune_queued(client, keys: Keys, max_age_s: float, now: float) -> int:
     """Forget queued entries older than the tickets' own expiry (never decided, now gone)."""
-    stale = [k for k, v in client.hgetall(queued_key(keys)).items()
-             if now - _queued_decoder.decode(v).queued_at > max_age_s]
+    stale = [
+        k for k, v in client.hgetall(queued_key(keys)).items() if now - _queued_decoder.decode(v).queued_at > max_age_s
+    ]
     if stale:
         client.hdel(queued_key(keys), *stale)
     return len(stale)
@@ -206,10 +222,21 @@ def _queue(client, keys: Keys, ticket_id: str, entry: QueuedEntry) -> None:
 
 
 def run_audit(
-    client, keys: Keys, judge: Judge, gating: GatingState, *, cases_path: str | Path,
-    sample_size: int = 60, window: int = 5000, green_share: float = 0.6,
-    rng: random.Random | None = None, max_age_s: float = 30 * 86400, now: float | None = None,
-    quiet: bool = False, check_greens: int = 0, max_false_green_rate: float = 0.01,
+    client,
+    keys: Keys,
+    judge: Judge,
+    gating: GatingState,
+    *,
+    cases_path: str | Path,
+    sample_size: int = 60,
+    window: int = 5000,
+    green_share: float = 0.6,
+    rng: random.Random | None = None,
+    max_age_s: float = 30 * 86400,
+    now: float | None = None,
+    quiet: bool = False,
+    check_greens: int = 0,
+    max_false_green_rate: float = 0.01,
     checks_window_s: float = 30 * 86400,
 ) -> AuditReport:
     started = time.perf_counter()
@@ -217,11 +244,10 @@ def run_audit(
     now = time.time() if now is None else now
     added = ingest_operator_decisions(client, keys, cases_path, now=now)
     prune_queued(client, keys, max_age_s, now)
-    sample = stratified_sample(recent_levels(client, keys, window), sample_size,
-                               rng or random.Random(), green_share)
+    sample = stratified_sample(recent_levels(client, keys, window), sample_size, rng or random.Random(), green_share)
     # The greens are in random order within their stratum: the first `check_greens` are a
     # uniform draw of served greens, which operators check whatever the judge says.
-    to_check = set(sample.picked.get("green", [])[:max(0, check_greens)])
+    to_check = set(sample.picked.get("green", [])[: max(0, check_greens)])
     tickets: list[AuditedTicket] = []
     unjudged: dict[str, str] = {}
     queued: list[str] = []
@@ -236,20 +262,31 @@ def run_audit(
         decision = AuditedDecision(
             text=ticket_text(request.subject, request.body),
             level=result.final_level,  # type: ignore[arg-type]
-            category=result.category, urgency=result.urgency)
+            category=result.category,
+            urgency=result.urgency,
+        )
         check = ticket_id in to_check and level == "green" and not decided
         try:
             verdict = judge.judge(decision)
         except JudgeUnavailable as exc:
             unjudged[ticket_id] = f"judge unavailable: {exc}"
             verdict = None
-        push = verdict is not None and verdict.verdict == "unacceptable" and gating.gating \
-            and not decided
+        push = verdict is not None and verdict.verdict == "unacceptable" and gating.gating and not decided
         if push or check:
-            _queue(client, keys, ticket_id, QueuedEntry(
-                level=level, category=result.category, urgency=result.urgency,
-                verdict=verdict.verdict if verdict else None,
-                failed=verdict.failed if verdict else [], queued_at=now, check=check))
+            _queue(
+                client,
+                keys,
+                ticket_id,
+                QueuedEntry(
+                    level=level,
+                    category=result.category,
+                    urgency=result.urgency,
+                    verdict=verdict.verdict if verdict else None,
+                    failed=verdict.failed if verdict else [],
+                    queued_at=now,
+                    check=check,
+                ),
+            )
         if check:
             checking.append(ticket_id)
         if verdict is None:
@@ -258,32 +295,62 @@ def run_audit(
         false_green = level == "green" and any(c in eliminatory for c in verdict.failed)
         if verdict.verdict == "unacceptable":
             (queued if push else indicative).append(ticket_id)
-        tickets.append(AuditedTicket(
-            ticket_id=ticket_id, level=level, category=result.category, urgency=result.urgency,
-            verdict=verdict.verdict, failed=verdict.failed, false_green=false_green,
-            p_fail={c.id: c.p_fail for c in verdict.criteria if c.applicable},
-            cached=verdict.cached, queued=push, checked=check))
+        tickets.append(
+            AuditedTicket(
+                ticket_id=ticket_id,
+                level=level,
+                category=result.category,
+                urgency=result.urgency,
+                verdict=verdict.verdict,
+                failed=verdict.failed,
+                false_green=false_green,
+                p_fail={c.id: c.p_fail for c in verdict.criteria if c.applicable},
+                cached=verdict.cached,
+                queued=push,
+                checked=check,
+            )
+        )
     estimate = false_green_estimate(tickets, sample.population)
     found, checked = green_checks(client, keys, checks_window_s, now)
     checks = checked_greens(found, checked, max_false_green_rate, checks_window_s, len(checking))
     finished = now if fixed_clock else time.time()
     report = AuditReport(
         run_at=dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(timespec="seconds"),
-        finished_at=finished, judge_model=judge.backend.model_name,
-        judge_model_sha256=judge.model_sha256, rubric_sha256=judge.rubric.sha256,
-        method=judge.method, gating=gating, population=sample.population,
+        finished_at=finished,
+        judge_model=judge.backend.model_name,
+        judge_model_sha256=judge.model_sha256,
+        rubric_sha256=judge.rubric.sha256,
+        method=judge.method,
+        gating=gating,
+        population=sample.population,
         sampled={level: len(ids) for level, ids in sample.picked.items()},
-        false_green=estimate, unacceptable=queued + indicative, queued=queued,
-        indicative=indicative, unjudged=unjudged, operator_cases_added=added, tickets=tickets,
-        elapsed_s=round(time.perf_counter() - started, 2), checked_greens=checks)
+        false_green=estimate,
+        unacceptable=queued + indicative,
+        queued=queued,
+        indicative=indicative,
+        unjudged=unjudged,
+        operator_cases_added=added,
+        tickets=tickets,
+        elapsed_s=round(time.perf_counter() - started, 2),
+        checked_greens=checks,
+    )
     publish_state(client, keys, report)
     if checks.exceeded and checks.false_greens:
-        log.warning("audit_false_green_bound_exceeded", false_greens=checks.false_greens,
-                    checked=checks.checked, upper=round(checks.upper, 4),
-                    max_rate=checks.max_rate)
+        log.warning(
+            "audit_false_green_bound_exceeded",
+            false_greens=checks.false_greens,
+            checked=checks.checked,
+            upper=round(checks.upper, 4),
+            max_rate=checks.max_rate,
+        )
     if estimate.false_greens and gating.gating:
-        log.warning("audit_false_greens", false_greens=estimate.false_greens,
-                    greens_judged=estimate.greens_judged, rate=estimate.rate, queued=len(queued))
+        log.warning(
+            "audit_false_greens",
+            false_greens=estimate.false_greens,
+            greens_judged=estimate.greens_judged,
+            rate=estimate.rate,
+            queued=len(queued),
+        )
     elif indicative:
         log.info("audit_indicative_only", unacceptable=len(indicative), reasons=gating.reasons)
     return report

@@ -38,14 +38,12 @@ class JudgeBackend(Protocol):
     model_sha256: str
     model_name: str
 
-    def yes_probabilities(self, context: str, state: str,
-                          questions: dict[str, str]) -> dict[str, float]:
+    def yes_probabilities(self, context: str, state: str, questions: dict[str, str]) -> dict[str, float]:
         """P(yes) for each yes/no question about `state`, all sharing the `context` prefix.
         Every method raises JudgeUnavailable when the model fails or times out."""
         ...
 
-    def choose(self, context: str, state: str, question: str,
-               options: tuple[str, ...]) -> dict[str, float]:
+    def choose(self, context: str, state: str, question: str, options: tuple[str, ...]) -> dict[str, float]:
         """Probabilities over `options` (single-token answers) for one closed question."""
         ...
 
@@ -106,15 +104,22 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def verdict_cache_key(judge_sha: str, rubric_sha: str, method: str,
-                      decision: AuditedDecision) -> str:
+def verdict_cache_key(judge_sha: str, rubric_sha: str, method: str, decision: AuditedDecision) -> str:
     """sha256 of judge model, rubric, method, ticket text hash and the audited decision.
 
     The audited level alone is not enough: the secondary criteria read the category and urgency
     given, so they are part of the decision the verdict is about.
     """
-    parts = ["v1", judge_sha, rubric_sha, method, text_sha256(decision.text), decision.level,
-             decision.category or "", "" if decision.urgency is None else str(decision.urgency)]
+    parts = [
+        "v1",
+        judge_sha,
+        rubric_sha,
+        method,
+        text_sha256(decision.text),
+        decision.level,
+        decision.category or "",
+        "" if decision.urgency is None else str(decision.urgency),
+    ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -125,8 +130,14 @@ _verdict_decoder = msgspec.json.Decoder(JudgeVerdict)
 class Judge:
     """Judges decisions with one backend, one rubric and one method."""
 
-    def __init__(self, backend: JudgeBackend, rubric: Rubric, method: Method = "logits",
-                 cache: VerdictCache | None = None, threshold: float = 0.5) -> None:
+    def __init__(
+        self,
+        backend: JudgeBackend,
+        rubric: Rubric,
+        method: Method = "logits",
+        cache: VerdictCache | None = None,
+        threshold: float = 0.5,
+    ) -> None:
         if method not in METHODS:
             raise ValueError(f"judge method: expected one of {METHODS}, got {method!r}")
         self.backend = backend
@@ -152,34 +163,44 @@ class Judge:
             results, model_verdict = self._by_generation(decision)
         failed = [r.id for r in results if r.failed]
         verdict = JudgeVerdict(
-            verdict=apply_verdict_rule(self.rubric, failed), failed=failed, criteria=results,
-            method=self.method, judge_model_sha256=self.model_sha256,
-            rubric_sha256=self.rubric.sha256, model_verdict=model_verdict,
-            elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
+            verdict=apply_verdict_rule(self.rubric, failed),
+            failed=failed,
+            criteria=results,
+            method=self.method,
+            judge_model_sha256=self.model_sha256,
+            rubric_sha256=self.rubric.sha256,
+            model_verdict=model_verdict,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
         if self.cache is not None:
             self.cache.put(key, _encoder.encode(verdict))
         return verdict
 
     def _state(self, decision: AuditedDecision) -> str:
-        return self.rubric.render_decision(decision.text, decision.level, decision.category,
-                                           decision.urgency)
+        return self.rubric.render_decision(decision.text, decision.level, decision.category, decision.urgency)
 
     def _by_logits(self, decision: AuditedDecision) -> list[CriterionResult]:
         applicable = self.rubric.applicable(decision.level)
         p_yes = self.backend.yes_probabilities(
-            self.rubric.context, self._state(decision), {c.id: c.question for c in applicable})
+            self.rubric.context, self._state(decision), {c.id: c.question for c in applicable}
+        )
         results = []
         for criterion in self.rubric.criteria:
             if criterion not in applicable:
-                results.append(CriterionResult(id=criterion.id, kind=criterion.kind,
-                                               applicable=False, failed=False))
+                results.append(CriterionResult(id=criterion.id, kind=criterion.kind, applicable=False, failed=False))
                 continue
             p_yes_c = p_yes[criterion.id]
             # Rounded before comparing, so that the stored probability and `failed` agree.
             p_fail = round(p_yes_c if criterion.fails_if == "yes" else 1 - p_yes_c, 4)
-            results.append(CriterionResult(
-                id=criterion.id, kind=criterion.kind, applicable=True,
-                failed=p_fail >= self.threshold, p_fail=p_fail))
+            results.append(
+                CriterionResult(
+                    id=criterion.id,
+                    kind=criterion.kind,
+                    applicable=True,
+                    failed=p_fail >= self.threshold,
+                    p_fail=p_fail,
+                )
+            )
         return results
 
     def generation_schema(self, level: str) -> tuple[str, dict]:
@@ -188,7 +209,7 @@ class Judge:
         lines = [f'"{c.id}": {c.question}' for c in applicable]
         rule = self.rubric.verdict_rule
         instructions = (
-            "Answer every question with \"yes\" or \"no\", in this order, then give the verdict:\n"
+            'Answer every question with "yes" or "no", in this order, then give the verdict:\n'
             + "\n".join(lines)
             + f"\nVerdict rule: unacceptable if {rule.eliminatory_failures} eliminatory or "
             f"{rule.secondary_failures} secondary criteria fail (eliminatory: "
@@ -196,31 +217,38 @@ class Judge:
             + "), else acceptable. Reply with one JSON object."
         )
         properties: dict[str, dict] = {
-            c.id: {"type": "string", "enum": ["yes", "no"], "description": c.question}
-            for c in applicable}
-        properties["verdict"] = {"type": "string", "enum": ["acceptable", "unacceptable"],
-                                 "description": "The verdict under the rule above."}
-        schema = {"type": "object", "properties": properties, "required": list(properties),
-                  "additionalProperties": False}
+            c.id: {"type": "string", "enum": ["yes", "no"], "description": c.question} for c in applicable
+        }
+        properties["verdict"] = {
+            "type": "string",
+            "enum": ["acceptable", "unacceptable"],
+            "description": "The verdict under the rule above.",
+        }
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
         return instructions, schema
 
     def _by_generation(self, decision: AuditedDecision) -> tuple[list[CriterionResult], str]:
         instructions, schema = self.generation_schema(decision.level)
-        reply = self.backend.generate_json(self.rubric.context, self._state(decision),
-                                           instructions, schema)
+        reply = self.backend.generate_json(self.rubric.context, self._state(decision), instructions, schema)
         results = []
         for criterion in self.rubric.criteria:
             if criterion.id not in schema["properties"]:
-                results.append(CriterionResult(id=criterion.id, kind=criterion.kind,
-                                               applicable=False, failed=False))
+                results.append(CriterionResult(id=criterion.id, kind=criterion.kind, applicable=False, failed=False))
                 continue
             answer = str(reply.get(criterion.id, "")).lower()
             # A missing or malformed answer on an eliminatory criterion counts as failed: the
             # audit errs towards showing a person, like the service itself.
-            failed = answer == criterion.fails_if or (
-                answer not in ("yes", "no") and criterion.kind == "eliminatory")
-            results.append(CriterionResult(id=criterion.id, kind=criterion.kind, applicable=True,
-                                           failed=failed, answer=answer or None))
+            failed = answer == criterion.fails_if or (answer not in ("yes", "no") and criterion.kind == "eliminatory")
+            results.append(
+                CriterionResult(
+                    id=criterion.id, kind=criterion.kind, applicable=True, failed=failed, answer=answer or None
+                )
+            )
         return results, str(reply.get("verdict", ""))
 
 
@@ -239,8 +267,7 @@ def _describe(answer: AuditedDecision | str) -> str:
     return f"level {answer.level}, category {answer.category}, urgency {answer.urgency}"
 
 
-def compare(judge: Judge, ticket: str, answer_a: AuditedDecision | str,
-            answer_b: AuditedDecision | str) -> Comparison:
+def compare(judge: Judge, ticket: str, answer_a: AuditedDecision | str, answer_b: AuditedDecision | str) -> Comparison:
     """Which of two answers on one ticket is better, asked in both orders.
 
     Judges prefer a position (often the first); asking A-then-B and B-then-A and keeping only a

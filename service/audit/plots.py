@@ -26,18 +26,34 @@ def criterion_agreement_png(criteria: Mapping[str, CriterionAgreement], path: st
     left.barh(ys, rates, color="#4c78a8")
     for y, name, rate in zip(ys, names, rates, strict=True):
         row = criteria[name]
-        left.text(min(rate, 0.98), y, f" {row.agree}/{row.n}", va="center",
-                  ha="right" if rate > 0.8 else "left", fontsize=8,
-                  color="white" if rate > 0.8 else "black")
+        left.text(
+            min(rate, 0.98),
+            y,
+            f" {row.agree}/{row.n}",
+            va="center",
+            ha="right" if rate > 0.8 else "left",
+            fontsize=8,
+            color="white" if rate > 0.8 else "black",
+        )
     left.set_yticks(list(ys), names)
     left.invert_yaxis()
     left.set_xlim(0, 1)
     left.set_xlabel("judge agrees with people (share of cases where it applied)")
     height = 0.38
-    right.barh([y - height / 2 for y in ys], [criteria[n].human_failed for n in names],
-               height=height, color="#54a24b", label="failed by people")
-    right.barh([y + height / 2 for y in ys], [criteria[n].judge_failed for n in names],
-               height=height, color="#e45756", label="failed by the judge")
+    right.barh(
+        [y - height / 2 for y in ys],
+        [criteria[n].human_failed for n in names],
+        height=height,
+        color="#54a24b",
+        label="failed by people",
+    )
+    right.barh(
+        [y + height / 2 for y in ys],
+        [criteria[n].judge_failed for n in names],
+        height=height,
+        color="#e45756",
+        label="failed by the judge",
+    )
     right.set_xlabel("cases failed")
     right.legend(fontsize=7, loc="lower right")
     fig.suptitle("Judge against human verdicts, per rubric criterion")

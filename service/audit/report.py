@@ -70,14 +70,19 @@ class CheckedGreens(msgspec.Struct, frozen=True):
     queued: int  # greens this run sent to the audit queue for a check
 
 
-def checked_greens(false_greens: int, checked: int, max_rate: float, window_s: float,
-                   queued: int) -> CheckedGreens:
+def checked_greens(false_greens: int, checked: int, max_rate: float, window_s: float, queued: int) -> CheckedGreens:
     upper = false_green_upper(false_greens, checked)
     return CheckedGreens(
-        checked=checked, false_greens=false_greens,
-        rate=false_greens / checked if checked else None, upper=upper, max_rate=max_rate,
-        exceeded=upper > max_rate, checks_needed=checks_needed(max_rate),
-        window_days=round(window_s / 86400, 3), queued=queued)
+        checked=checked,
+        false_greens=false_greens,
+        rate=false_greens / checked if checked else None,
+        upper=upper,
+        max_rate=max_rate,
+        exceeded=upper > max_rate,
+        checks_needed=checks_needed(max_rate),
+        window_days=round(window_s / 86400, 3),
+        queued=queued,
+    )
 
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,8 +106,7 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     checked_greens: CheckedGreens | None = None
 
 
-def false_green_estimate(tickets: list[AuditedTicket],
-                         population: dict[str, int]) -> FalseGreenEstimate:
+def false_green_estimate(tickets: list[AuditedTicket], population: dict[str, int]) -> FalseGreenEstimate:
     greens = [t for t in tickets if t.level == "green"]
     k, n = sum(t.false_green for t in greens), len(greens)
     low, high = wilson_interval(k, n)
@@ -110,11 +114,17 @@ def false_green_estimate(tickets: list[AuditedTicket],
     window_greens = population.get("green", 0)
     weight = window_greens / total if total else None
     return FalseGreenEstimate(
-        greens_judged=n, false_greens=k, rate=(k / n) if n else None, low=low, high=high,
-        window_greens=window_greens, window_total=total,
+        greens_judged=n,
+        false_greens=k,
+        rate=(k / n) if n else None,
+        low=low,
+        high=high,
+        window_greens=window_greens,
+        window_total=total,
         share_of_all=(k / n * weight) if n and weight is not None else None,
         share_low=low * weight if weight is not None else None,
-        share_high=high * weight if weight is not None else None)
+        share_high=high * weight if weight is not None else None,
+    )
 
 
 def _pct(value: float | None) -> str:
@@ -124,28 +134,34 @@ def _pct(value: float | None) -> str:
 def _checked_markdown(check: CheckedGreens | None) -> list[str]:
     if check is None:
         return []
-    lines = ["## False greens checked by operators", "",
-             f"{check.false_greens} of {check.checked} served greens checked by operators in the "
-             f"last {check.window_days:g} days needed a person: rate **{_pct(check.rate)}**, "
-             f"one-sided 95 % upper bound **{check.upper:.2%}** "
-             f"(maximum {check.max_rate:.2%}, TRIAGE_MAX_FALSE_GREEN_RATE).",
-             f"This run sent {check.queued} sampled greens to the audit queue for a check."]
+    lines = [
+        "## False greens checked by operators",
+        "",
+        f"{check.false_greens} of {check.checked} served greens checked by operators in the "
+        f"last {check.window_days:g} days needed a person: rate **{_pct(check.rate)}**, "
+        f"one-sided 95 % upper bound **{check.upper:.2%}** "
+        f"(maximum {check.max_rate:.2%}, TRIAGE_MAX_FALSE_GREEN_RATE).",
+        f"This run sent {check.queued} sampled greens to the audit queue for a check.",
+    ]
     if not check.exceeded:
         lines.append("The upper bound is within the maximum on real traffic.")
     elif check.false_greens:
-        lines.append("**Operators found false greens and the upper bound is above the maximum.** "
-                     "Raise the green threshold or recalibrate with these decisions.")
+        lines.append(
+            "**Operators found false greens and the upper bound is above the maximum.** "
+            "Raise the green threshold or recalibrate with these decisions."
+        )
     else:
-        lines.append(f"Not yet shown on real traffic: it takes {check.checks_needed} checked "
-                     f"greens, all right, for the upper bound to reach {check.max_rate:.2%}.")
+        lines.append(
+            f"Not yet shown on real traffic: it takes {check.checks_needed} checked "
+            f"greens, all right, for the upper bound to reach {check.max_rate:.2%}."
+        )
     return [*lines, ""]
 
 
 def render_markdown(report: AuditReport) -> str:
     fg, gate = report.false_green, report.gating
     kappa = "n/a" if gate.kappa is None else f"{gate.kappa:.3f}"
-    state = "ON: unacceptable tickets go to the audit queue" if gate.gating else \
-        "OFF: verdicts are indicative only"
+    state = "ON: unacceptable tickets go to the audit queue" if gate.gating else "OFF: verdicts are indicative only"
     lines = [
         f"# Triage audit, {report.run_at}",
         "",
@@ -162,8 +178,7 @@ def render_markdown(report: AuditReport) -> str:
         "",
     ]
     if not gate.gating:
-        lines += ["*Indicative only: the judge has not earned gating, so these are its opinions, "
-                  "not findings.*", ""]
+        lines += ["*Indicative only: the judge has not earned gating, so these are its opinions, not findings.*", ""]
     lines += [
         f"{fg.false_greens} of {fg.greens_judged} audited greens needed a person: rate "
         f"**{_pct(fg.rate)}**, Wilson 95 % [{_pct(fg.low)}, {_pct(fg.high)}].",
@@ -179,19 +194,18 @@ def render_markdown(report: AuditReport) -> str:
         "| level | in window | sampled |",
         "|---|---|---|",
     ]
-    lines += [f"| {level} | {report.population.get(level, 0)} | {report.sampled.get(level, 0)} |"
-              for level in LEVELS]
+    lines += [f"| {level} | {report.population.get(level, 0)} | {report.sampled.get(level, 0)} |" for level in LEVELS]
     lines += ["", "## Unacceptable decisions", ""]
     bad = [t for t in report.tickets if t.verdict == "unacceptable"]
     if not bad:
         lines.append("None.")
     else:
-        lines += ["| ticket | level | category | urgency | failed | action |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["| ticket | level | category | urgency | failed | action |", "|---|---|---|---|---|---|"]
         for t in bad:
             action = "queued for audit" if t.queued else "indicative"
-            lines.append(f"| {t.ticket_id} | {t.level} | {t.category} | {t.urgency} | "
-                         f"{', '.join(t.failed)} | {action} |")
+            lines.append(
+                f"| {t.ticket_id} | {t.level} | {t.category} | {t.urgency} | {', '.join(t.failed)} | {action} |"
+            )
     if report.unjudged:
         lines += ["", "## Not judged", ""]
         lines += [f"- {ticket}: {why}" for ticket, why in report.unjudged.items()]
@@ -205,18 +219,30 @@ def render_markdown(report: AuditReport) -> str:
 def criteria_markdown(criteria: Mapping[str, CriterionAgreement], png: str | None) -> str:
     """The judge's agreement with people per criterion (from the calibration record), with the
     picture beside the report when one was drawn."""
-    lines = ["## Judge agreement per criterion (calibration set)", "",
-             "| criterion | applied | agree | failed by people | failed by the judge |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {name} | {row.n} | {row.agree} ({_pct(row.agree / row.n if row.n else None)}) | "
-              f"{row.human_failed} | {row.judge_failed} |" for name, row in criteria.items()]
-    lines += ["", f"![agreement per criterion]({png})" if png else
-              "*No picture: matplotlib (the `offline` extra) is not installed.*", ""]
+    lines = [
+        "## Judge agreement per criterion (calibration set)",
+        "",
+        "| criterion | applied | agree | failed by people | failed by the judge |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {row.n} | {row.agree} ({_pct(row.agree / row.n if row.n else None)}) | "
+        f"{row.human_failed} | {row.judge_failed} |"
+        for name, row in criteria.items()
+    ]
+    lines += [
+        "",
+        f"![agreement per criterion]({png})"
+        if png
+        else "*No picture: matplotlib (the `offline` extra) is not installed.*",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def write_report(report: AuditReport, out_dir: str | Path,
-                 criteria: Mapping[str, CriterionAgreement] | None = None) -> tuple[Path, Path]:
+def write_report(
+    report: AuditReport, out_dir: str | Path, criteria: Mapping[str, CriterionAgreement] | None = None
+) -> tuple[Path, Path]:
     """audit-<UTC stamp>.json and .md under `out_dir` (default var/audit/); with the calibration
     record's `criteria`, also their agreement table and audit-<stamp>-criteria.png."""
     out = Path(out_dir)

@@ -72,11 +72,11 @@ class Rubric(msgspec.Struct, frozen=True):
     def render_ticket(self, text: str) -> str:
         return self.ticket_template.format(text=text)
 
-    def render_decision(self, text: str, level: str, category: str | None,
-                        urgency: int | None) -> str:
+    def render_decision(self, text: str, level: str, category: str | None, urgency: int | None) -> str:
         unknown = "not given"
-        line = self.decision_line.format(level=level, category=category or unknown,
-                                         urgency=unknown if urgency is None else urgency)
+        line = self.decision_line.format(
+            level=level, category=category or unknown, urgency=unknown if urgency is None else urgency
+        )
         return f"{self.render_ticket(text)}\n{line}"
 
     def criterion(self, criterion_id: str) -> Criterion:
@@ -106,8 +106,7 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
     rubric_path, context_path = folder / "rubric.yaml", folder / "context.md"
     for required in (rubric_path, context_path):
         if not required.is_file():
-            raise RubricError(f"{required}: missing (the rubric folder needs rubric.yaml and "
-                              "context.md)")
+            raise RubricError(f"{required}: missing (the rubric folder needs rubric.yaml and context.md)")
     try:
         raw = yaml.safe_load(rubric_path.read_text(encoding="utf-8"))
         parsed = msgspec.convert(raw, RubricFile)
@@ -118,31 +117,39 @@ def load_rubric(folder: str | Path = DEFAULT_RUBRIC_DIR) -> Rubric:
         raise RubricError(f"{rubric_path}: criterion ids must be unique, got {ids}")
     kinds = {c.kind for c in parsed.criteria}
     if kinds != {"eliminatory", "secondary"}:
-        raise RubricError(f"{rubric_path}: expected eliminatory and secondary criteria, got "
-                          f"{sorted(kinds)}")
+        raise RubricError(f"{rubric_path}: expected eliminatory and secondary criteria, got {sorted(kinds)}")
     rule = parsed.verdict_rule
     if parsed.answer_orders not in (1, 2):
-        raise RubricError(f"{rubric_path}: answer_orders must be 1 or 2, got "
-                          f"{parsed.answer_orders}")
-    if parsed.answer_words is not None and (parsed.answer_orders != 1 or
-                                            len(set(parsed.answer_words)) != 2):
-        raise RubricError(f"{rubric_path}: answer_words needs two different words and "
-                          f"answer_orders 1 (words have no order to average), got "
-                          f"{list(parsed.answer_words)} with answer_orders {parsed.answer_orders}")
+        raise RubricError(f"{rubric_path}: answer_orders must be 1 or 2, got {parsed.answer_orders}")
+    if parsed.answer_words is not None and (parsed.answer_orders != 1 or len(set(parsed.answer_words)) != 2):
+        raise RubricError(
+            f"{rubric_path}: answer_words needs two different words and "
+            f"answer_orders 1 (words have no order to average), got "
+            f"{list(parsed.answer_words)} with answer_orders {parsed.answer_orders}"
+        )
     if rule.eliminatory_failures < 1 or rule.secondary_failures < 1:
         raise RubricError(f"{rubric_path}: verdict_rule thresholds must be at least 1, got {rule}")
-    for template, names in ((parsed.ticket_template, ("{text}",)),
-                            (parsed.decision_line, ("{level}", "{category}", "{urgency}")),
-                            (parsed.pairwise_question, ("{first}", "{second}"))):
+    for template, names in (
+        (parsed.ticket_template, ("{text}",)),
+        (parsed.decision_line, ("{level}", "{category}", "{urgency}")),
+        (parsed.pairwise_question, ("{first}", "{second}")),
+    ):
         missing = [name for name in names if name not in template]
         if missing:
             raise RubricError(f"{rubric_path}: template {template[:40]!r}... lacks {missing}")
-    return Rubric(version=parsed.version, context=context_path.read_text(encoding="utf-8").strip(),
-                  criteria=parsed.criteria, verdict_rule=rule,
-                  ticket_template=parsed.ticket_template, decision_line=parsed.decision_line,
-                  pairwise_question=parsed.pairwise_question, framing=parsed.framing,
-                  answer_orders=parsed.answer_orders, answer_words=parsed.answer_words,
-                  sha256=folder_sha256(folder))
+    return Rubric(
+        version=parsed.version,
+        context=context_path.read_text(encoding="utf-8").strip(),
+        criteria=parsed.criteria,
+        verdict_rule=rule,
+        ticket_template=parsed.ticket_template,
+        decision_line=parsed.decision_line,
+        pairwise_question=parsed.pairwise_question,
+        framing=parsed.framing,
+        answer_orders=parsed.answer_orders,
+        answer_words=parsed.answer_words,
+        sha256=folder_sha256(folder),
+    )
 
 
 def apply_verdict_rule(rubric: Rubric, failed: list[str] | tuple[str, ...]) -> Verdict:

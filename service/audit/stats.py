@@ -37,8 +37,7 @@ def confusion_matrix(
 ) -> dict[str, dict[str, int]]:
     """confusion[h][j] = number of cases the human labelled h and the judge labelled j."""
     if len(human) != len(judge):
-        raise ValueError(f"expected as many judge labels as human labels, got {len(judge)} "
-                         f"and {len(human)}")
+        raise ValueError(f"expected as many judge labels as human labels, got {len(judge)} and {len(human)}")
     matrix = {h: dict.fromkeys(labels, 0) for h in labels}
     for h, j in zip(human, judge, strict=True):
         if h not in matrix or j not in matrix:
@@ -47,9 +46,7 @@ def confusion_matrix(
     return matrix
 
 
-def cohen_kappa(
-    human: Sequence[str], judge: Sequence[str], labels: Sequence[str] = VERDICTS
-) -> Agreement:
+def cohen_kappa(human: Sequence[str], judge: Sequence[str], labels: Sequence[str] = VERDICTS) -> Agreement:
     """Cohen's kappa of two raters over the same cases, with the pieces that make it up."""
     matrix = confusion_matrix(human, judge, labels)
     n = len(human)
@@ -75,8 +72,9 @@ def cohen_kappa(
         )
         for c in labels
     }
-    return Agreement(n=n, observed=observed, expected=expected, kappa=kappa, kappa_se=kappa_se,
-                     confusion=matrix, per_class=per_class)
+    return Agreement(
+        n=n, observed=observed, expected=expected, kappa=kappa, kappa_se=kappa_se, confusion=matrix, per_class=per_class
+    )
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

@@ -11,5 +11,14 @@ from service.calibration.artifact import ArtifactError, load_artifact, read_arti
 from service.calibration.calibrator import CalibrationMismatch, Calibrator, QuestionModel
 from service.calibration.loader import CalibrationWatcher, LoadOutcome, load_latest
 
-__all__ = ["ArtifactError", "CalibrationMismatch", "CalibrationWatcher", "Calibrator",
-           "LoadOutcome", "QuestionModel", "load_artifact", "load_latest", "read_artifact"]
+__all__ = [
+    "ArtifactError",
+    "CalibrationMismatch",
+    "CalibrationWatcher",
+    "Calibrator",
+    "LoadOutcome",
+    "QuestionModel",
+    "load_artifact",
+    "load_latest",
+    "read_artifact",
+]

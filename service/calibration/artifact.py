@@ -113,9 +113,13 @@ def new_version(created_at: float, content: bytes) -> str:
     return f"{stamp}-{hashlib.sha256(content).hexdigest()[:8]}"
 
 
-def write_artifact(directory: str | Path, meta: ArtifactMeta, heads: dict[str, LinearHead],
-                   extra: Callable[[Path], None] | None = None,
-                   gate: GreenGate | None = None) -> Path:
+def write_artifact(
+    directory: str | Path,
+    meta: ArtifactMeta,
+    heads: dict[str, LinearHead],
+    extra: Callable[[Path], None] | None = None,
+    gate: GreenGate | None = None,
+) -> Path:
     """Write calibration/<meta.version>/ atomically; `extra(tmpdir)` may add the report files.
 
     Returns the final directory. The temporary directory is removed if anything fails, so
@@ -131,8 +135,14 @@ def write_artifact(directory: str | Path, meta: ArtifactMeta, heads: dict[str, L
         tmp.mkdir()
         arrays: dict[str, np.ndarray] = {}
         for name, head in heads.items():
-            arrays.update({f"{name}.mean": head.mean, f"{name}.scale": head.scale,
-                           f"{name}.coef": head.coef, f"{name}.intercept": head.intercept})
+            arrays.update(
+                {
+                    f"{name}.mean": head.mean,
+                    f"{name}.scale": head.scale,
+                    f"{name}.coef": head.coef,
+                    f"{name}.intercept": head.intercept,
+                }
+            )
         if gate is not None:
             arrays.update({f"gate.{part}": a for part, a in gate.arrays.items()})
         with (tmp / HEADS_FILE).open("wb") as handle:
@@ -172,11 +182,9 @@ def read_meta(path: str | Path) -> ArtifactMeta:
             raise ArtifactError(f"{file}: question {name!r}: unknown method {q.method!r}")
         if q.method in ("temperature", "vector"):
             if q.temperature is None or not (q.temperature > 0 and np.isfinite(q.temperature)):
-                raise ArtifactError(f"{file}: question {name!r}: temperature must be > 0, "
-                                    f"got {q.temperature!r}")
+                raise ArtifactError(f"{file}: question {name!r}: temperature must be > 0, got {q.temperature!r}")
             if q.bias is None or len(q.bias) != len(q.options):
-                raise ArtifactError(f"{file}: question {name!r}: bias needs "
-                                    f"{len(q.options)} entries")
+                raise ArtifactError(f"{file}: question {name!r}: bias needs {len(q.options)} entries")
         if q.method in HEADS and q.head is None:
             raise ArtifactError(f"{file}: question {name!r}: method {q.method} without head")
         if q.method == "head_all" and not q.head.inputs:  # type: ignore[union-attr]
@@ -197,8 +205,7 @@ def read_artifact(path: str | Path) -> tuple[ArtifactMeta, dict[str, LinearHead]
     return meta, heads
 
 
-def read_artifact_with_gate(path: str | Path
-                            ) -> tuple[ArtifactMeta, dict[str, LinearHead], GreenGate | None]:
+def read_artifact_with_gate(path: str | Path) -> tuple[ArtifactMeta, dict[str, LinearHead], GreenGate | None]:
     """Metadata, heads and green gate of one artifact directory; ArtifactError if anything is off."""
     root = Path(path)
     meta = read_meta(root)
@@ -217,16 +224,17 @@ def read_artifact_with_gate(path: str | Path
         raise ArtifactError(f"{file}: cannot load: {type(exc).__name__}: {exc}") from None
     for name, q in needed.items():
         try:
-            head = LinearHead(*(arrays[f"{name}.{part}"] for part in HEAD_ARRAYS),
-                              c=q.head.c)  # type: ignore[union-attr]
+            head = LinearHead(*(arrays[f"{name}.{part}"] for part in HEAD_ARRAYS), c=q.head.c)  # type: ignore[union-attr]
         except KeyError as exc:
             raise ArtifactError(f"{file}: question {name!r}: missing array {exc}") from None
         except ValueError as exc:
             raise ArtifactError(f"{file}: question {name!r}: {exc}") from None
         if head.n_classes != len(q.options) or head.dim != q.head.dim:  # type: ignore[union-attr]
-            raise ArtifactError(f"{file}: question {name!r}: head is {head.n_classes}x{head.dim},"
-                                f" artifact.json says {len(q.options)} options, dim "
-                                f"{q.head.dim}")  # type: ignore[union-attr]
+            raise ArtifactError(
+                f"{file}: question {name!r}: head is {head.n_classes}x{head.dim},"
+                f" artifact.json says {len(q.options)} options, dim "
+                f"{q.head.dim}"
+            )  # type: ignore[union-attr]
         heads[name] = head
     gate = None
     if meta.gate is not None:
@@ -239,29 +247,48 @@ def read_artifact_with_gate(path: str | Path
     return meta, heads, gate
 
 
-def calibrator_from(meta: ArtifactMeta, heads: dict[str, LinearHead], path: str = "",
-                    gate: GreenGate | None = None) -> Calibrator:
+def calibrator_from(
+    meta: ArtifactMeta, heads: dict[str, LinearHead], path: str = "", gate: GreenGate | None = None
+) -> Calibrator:
     models: dict[str, QuestionModel] = {}
     for name, q in meta.questions.items():
         scaling = None
         if q.method in ("temperature", "vector"):
-            scaling = Scaling(temperature=float(q.temperature),  # type: ignore[arg-type]
-                              bias=list(q.bias or []))
-        models[name] = QuestionModel(q.method, tuple(q.options), q.kind, scaling=scaling,
-                                     head=heads.get(name),
-                                     inputs=tuple(q.head.inputs) if q.head is not None else ())
+            scaling = Scaling(
+                temperature=float(q.temperature),  # type: ignore[arg-type]
+                bias=list(q.bias or []),
+            )
+        models[name] = QuestionModel(
+            q.method,
+            tuple(q.options),
+            q.kind,
+            scaling=scaling,
+            head=heads.get(name),
+            inputs=tuple(q.head.inputs) if q.head is not None else (),
+        )
     # Only the fitted thresholds come from the artifact (a yellow flag only when the job chose
     # it: `meta.yellow`); the rest keep the current defaults.
     fitted = meta.thresholds
     defaults = Thresholds()
     thresholds = msgspec.structs.replace(
-        defaults, green=fitted.green, red=fitted.red, flags={**defaults.flags, **fitted.flags},
-        yellow_flags={**defaults.yellow_flags,
-                      **{f: v for f, v in fitted.yellow_flags.items() if f in meta.yellow}})
+        defaults,
+        green=fitted.green,
+        red=fitted.red,
+        flags={**defaults.flags, **fitted.flags},
+        yellow_flags={**defaults.yellow_flags, **{f: v for f, v in fitted.yellow_flags.items() if f in meta.yellow}},
+    )
     ece = {name: q.ece_after for name, q in meta.questions.items() if q.ece_after is not None}
-    return Calibrator(meta.version, models, thresholds, model_sha=meta.model.sha256,
-                      prompt_sha=meta.prompt_sha, created_at=meta.created_at, ece=ece,
-                      path=path, gate=gate)
+    return Calibrator(
+        meta.version,
+        models,
+        thresholds,
+        model_sha=meta.model.sha256,
+        prompt_sha=meta.prompt_sha,
+        created_at=meta.created_at,
+        ece=ece,
+        path=path,
+        gate=gate,
+    )
 
 
 def load_artifact(path: str | Path) -> Calibrator:

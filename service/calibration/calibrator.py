@@ -23,6 +23,7 @@ from service.results import Answer
 class CalibrationMismatch(ValueError):
     """The artifact cannot map an answer it covers (options, log-probs or hidden state differ)."""
 
+
 # head: on the hidden state at this question's answer position; head_all: on the hidden states
 # of every question's answer position, concatenated in `inputs` order (the ticket seen from all
 # the questions; measured better for risk and the flags, worse for category).
@@ -34,9 +35,15 @@ HEADS = ("head", "head_all")
 class QuestionModel:
     """One question's chosen map: raw softmax, temperature/vector scaling, or a learned head."""
 
-    def __init__(self, method: Method, options: tuple[str, ...], kind: str,
-                 scaling: Scaling | None = None, head: LinearHead | None = None,
-                 inputs: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        method: Method,
+        options: tuple[str, ...],
+        kind: str,
+        scaling: Scaling | None = None,
+        head: LinearHead | None = None,
+        inputs: tuple[str, ...] = (),
+    ) -> None:
         if method in ("temperature", "vector") and scaling is None:
             raise ValueError(f"method {method} needs a scaling")
         if method in HEADS and head is None:
@@ -87,7 +94,9 @@ def calibrated_answer(answer: Answer, probs: np.ndarray, method: Method) -> Answ
     raw = answer.raw_probabilities if answer.calibrated else answer.probabilities
     updates: dict[str, object] = {
         # "raw" is the unfitted softmax an artifact keeps when nothing beat it: not calibrated
-        "probabilities": p, "raw_probabilities": raw, "chosen": chosen,
+        "probabilities": p,
+        "raw_probabilities": raw,
+        "chosen": chosen,
         "calibrated": method != "raw",
         "method": "head" if method in HEADS else "logits",
         # Same definition as the raw answer (p(chosen) * coverage): a ticket whose aliases the
@@ -105,10 +114,19 @@ def calibrated_answer(answer: Answer, probs: np.ndarray, method: Method) -> Answ
 class Calibrator:
     """A loaded artifact: question maps, thresholds, identity of the model and prompts."""
 
-    def __init__(self, version: str, models: Mapping[str, QuestionModel], thresholds: Thresholds,
-                 *, model_sha: str = "", prompt_sha: str = "", created_at: float = 0.0,
-                 ece: Mapping[str, float] | None = None, path: str = "",
-                 gate: GreenGate | None = None) -> None:
+    def __init__(
+        self,
+        version: str,
+        models: Mapping[str, QuestionModel],
+        thresholds: Thresholds,
+        *,
+        model_sha: str = "",
+        prompt_sha: str = "",
+        created_at: float = 0.0,
+        ece: Mapping[str, float] | None = None,
+        path: str = "",
+        gate: GreenGate | None = None,
+    ) -> None:
         self.version = version
         self.models = dict(models)
         self.thresholds = thresholds
@@ -139,8 +157,7 @@ class Calibrator:
         """(green allowed, distance to the labelled greens), or None without a gate."""
         return self.gate.check(features) if self.gate is not None else None
 
-    def apply(self, answers: dict[str, Answer],
-              features: Mapping[str, np.ndarray]) -> dict[str, Answer]:
+    def apply(self, answers: dict[str, Answer], features: Mapping[str, np.ndarray]) -> dict[str, Answer]:
         """Calibrated copies of the answers this artifact covers; others are returned as given.
 
         Only logits answers are touched (a generated answer has no distribution to calibrate).
@@ -158,34 +175,30 @@ class Calibrator:
             if tuple(answer.options) != model.options:
                 raise CalibrationMismatch(
                     f"{name}: artifact {self.version} has options {list(model.options)}, "
-                    f"the answer {list(answer.options)}")
+                    f"the answer {list(answer.options)}"
+                )
             logits = option_logits(answer, model.options)
             feats = None
             if model.needs_features:
                 feats = head_input(name, model, features, self.version)
             elif logits is None:
-                raise CalibrationMismatch(f"{name}: answer has no log-probabilities for "
-                                          f"{list(model.options)}")
-            probs = model.predict(np.zeros(len(model.options)) if logits is None else logits,
-                                  feats)[0]
+                raise CalibrationMismatch(f"{name}: answer has no log-probabilities for {list(model.options)}")
+            probs = model.predict(np.zeros(len(model.options)) if logits is None else logits, feats)[0]
             out[name] = calibrated_answer(answer, probs, model.method)
         return out
 
 
-def head_input(name: str, model: QuestionModel, features: Mapping[str, np.ndarray],
-               version: str = "") -> np.ndarray:
+def head_input(name: str, model: QuestionModel, features: Mapping[str, np.ndarray], version: str = "") -> np.ndarray:
     """The (1, d) input of a head: its question's hidden state, or every input's concatenated."""
     names = model.inputs if model.method == "head_all" else (name,)
     parts = []
     for part in names:
         vector = features.get(part)
         if vector is None:
-            raise CalibrationMismatch(f"{name}: head of {version} needs the hidden state of "
-                                      f"{part!r}, which is missing")
+            raise CalibrationMismatch(f"{name}: head of {version} needs the hidden state of {part!r}, which is missing")
         parts.append(np.asarray(vector, dtype=np.float64).ravel())
     x = np.concatenate(parts)
     dim = model.head.dim  # type: ignore[union-attr]
     if x.shape != (dim,):
-        raise CalibrationMismatch(f"{name}: head of {version} needs a hidden state of shape "
-                                  f"({dim},), got {x.shape}")
+        raise CalibrationMismatch(f"{name}: head of {version} needs a hidden state of shape ({dim},), got {x.shape}")
     return x[None, :]

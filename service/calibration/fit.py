@@ -79,8 +79,7 @@ class FitConfig(msgspec.Struct, frozen=True, kw_only=True):
     confidence: float = 0.95
     red_target: float = 0.9
     grid: tuple[float, ...] = DEFAULT_GRID
-    yellow_flags: dict[str, float] = msgspec.field(
-        default_factory=lambda: dict(Thresholds().yellow_flags))
+    yellow_flags: dict[str, float] = msgspec.field(default_factory=lambda: dict(Thresholds().yellow_flags))
     # The green gate (service.calibration.ood): off when the dataset carries no gate inputs.
     gate_dims: int = 32
     gate_k: int = 5
@@ -127,9 +126,15 @@ class QuestionData:
         return ok
 
     def subset(self, idx: np.ndarray, shared: np.ndarray | None = None) -> QuestionData:
-        return QuestionData(self.kind, self.options, self.logits[idx], self.labels[idx],
-                            None if self.features is None else self.features[idx],
-                            shared, self.shared_inputs if shared is not None else ())
+        return QuestionData(
+            self.kind,
+            self.options,
+            self.logits[idx],
+            self.labels[idx],
+            None if self.features is None else self.features[idx],
+            shared,
+            self.shared_inputs if shared is not None else (),
+        )
 
     def counts(self) -> dict[str, int]:
         y = self.labels[self.usable()]
@@ -153,11 +158,14 @@ class Dataset:
     def subset(self, idx: np.ndarray) -> Dataset:
         shared = next((d.shared for d in self.questions.values() if d.shared is not None), None)
         sub = None if shared is None else shared[idx]  # one copy, shared by every question
-        return Dataset([self.ids[i] for i in idx],
-                       {q: d.subset(idx, sub if d.shared is not None else None)
-                        for q, d in self.questions.items()},
-                       self.risk_generated[idx], self.blocked[idx],
-                       None if self.gate_x is None else self.gate_x[idx], self.gate_inputs)
+        return Dataset(
+            [self.ids[i] for i in idx],
+            {q: d.subset(idx, sub if d.shared is not None else None) for q, d in self.questions.items()},
+            self.risk_generated[idx],
+            self.blocked[idx],
+            None if self.gate_x is None else self.gate_x[idx],
+            self.gate_inputs,
+        )
 
     def strata(self) -> np.ndarray:
         """Fold stratification key: the risk label and the first red flag, so that the rare
@@ -192,8 +200,7 @@ class FitResult:
     gate_blocked: np.ndarray | None = None  # (n,) the gate holds the ticket back from green
 
 
-def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfig,
-                seed: int) -> QuestionModel:
+def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfig, seed: int) -> QuestionModel:
     y = d.labels[rows]
     k = len(d.options)
     if method == "raw":
@@ -208,8 +215,7 @@ def _fit_method(method: Method, d: QuestionData, rows: np.ndarray, cfg: FitConfi
     if x is None:
         raise DegenerateFit("no hidden states for this question")
     head = fit_head(x[rows], y, k, cfg.cs, cfg.head_folds, seed)
-    return QuestionModel(method, d.options, d.kind, head=head,
-                         inputs=d.shared_inputs if method == "head_all" else ())
+    return QuestionModel(method, d.options, d.kind, head=head, inputs=d.shared_inputs if method == "head_all" else ())
 
 
 @contextmanager
@@ -253,8 +259,9 @@ def _degenerate(p: np.ndarray) -> bool:
     return bool(np.max(np.std(p, axis=0)) < 1e-6)
 
 
-def _cv_head(method: Method, d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]],
-             usable: np.ndarray, cfg: FitConfig) -> tuple[np.ndarray, float, float]:
+def _cv_head(
+    method: Method, d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], usable: np.ndarray, cfg: FitConfig
+) -> tuple[np.ndarray, float, float]:
     """Out-of-fold head probabilities over the C grid; (oof at the best C, its NLL, C).
 
     C is chosen on the same folds that score the head against the other candidates, so the
@@ -275,15 +282,15 @@ def _cv_head(method: Method, d: QuestionData, folds: list[tuple[np.ndarray, np.n
         model = None
         for c in sorted(cfg.cs):  # increasing C: each fit warm-starts from the previous one
             head, model = fit_head_at(x[rows], y[rows], k, c, model)
-            oofs[c][test] = _predict(QuestionModel(method, d.options, d.kind, head=head,
-                                                   inputs=inputs), d, test)
+            oofs[c][test] = _predict(QuestionModel(method, d.options, d.kind, head=head, inputs=inputs), d, test)
     scores = {c: nll(oofs[c][usable], y[usable]) for c in cfg.cs}
     best = min(scores, key=lambda c: (round(scores[c], 9), c))  # ties: stronger penalty
     return oofs[best], scores[best], best
 
 
-def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cfg: FitConfig,
-                 methods: tuple[Method, ...]) -> QuestionFit:
+def fit_question(
+    d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cfg: FitConfig, methods: tuple[Method, ...]
+) -> QuestionFit:
     """Cross-validate every method on the usable rows, keep the lowest NLL, refit on all."""
     usable = d.usable()
     y = d.labels
@@ -314,16 +321,20 @@ def fit_question(d: QuestionData, folds: list[tuple[np.ndarray, np.ndarray]], cf
     rows = np.flatnonzero(usable)
     if best.method in HEADS:
         x = d.inputs_for(best.method)
-        head, _ = fit_head_at(x[rows], y[rows], len(d.options),  # type: ignore[index]
-                              head_c[best.method])
-        model = QuestionModel(best.method, d.options, d.kind, head=head,
-                              inputs=d.shared_inputs if best.method == "head_all" else ())
+        head, _ = fit_head_at(
+            x[rows],
+            y[rows],
+            len(d.options),  # type: ignore[index]
+            head_c[best.method],
+        )
+        model = QuestionModel(
+            best.method, d.options, d.kind, head=head, inputs=d.shared_inputs if best.method == "head_all" else ()
+        )
     else:
         model = _fit_method(best.method, d, rows, cfg, cfg.seed)
     if _degenerate(_predict(model, d, rows)):
         raise DegenerateFit(f"{best.method} gives every ticket the same probabilities")
-    return QuestionFit(model=model, candidates=candidates, oof=oofs[best.method],
-                       counts=d.counts())
+    return QuestionFit(model=model, candidates=candidates, oof=oofs[best.method], counts=d.counts())
 
 
 def check_counts(data: Dataset, min_per_class: int) -> tuple[list[str], dict[str, str]]:
@@ -339,8 +350,9 @@ def check_counts(data: Dataset, min_per_class: int) -> tuple[list[str], dict[str
         counts = data.questions[q].counts()
         short = {o: c for o, c in counts.items() if c < min_per_class}
         if short:
-            why = (f"{q}: too few labels per class (need {min_per_class}): "
-                   + ", ".join(f"{o} {c}" for o, c in short.items()))
+            why = f"{q}: too few labels per class (need {min_per_class}): " + ", ".join(
+                f"{o} {c}" for o, c in short.items()
+            )
             if q in REQUIRED:
                 raise Refused(why)
             skipped[q] = why
@@ -370,8 +382,9 @@ def fit_green_gate(data: Dataset, cfg: FitConfig) -> tuple[GreenGate | None, np.
     blocked = np.ones(n, dtype=bool)  # a ticket the gate cannot measure is never green
     if green.sum() < MIN_GATE_GREENS:
         return None, blocked  # too few greens to say what one looks like: nothing is green
-    gate = fit_gate(data.gate_x[ok], green, list(data.gate_inputs), dims=cfg.gate_dims,
-                    k=cfg.gate_k, quantile=cfg.gate_quantile)
+    gate = fit_gate(
+        data.gate_x[ok], green, list(data.gate_inputs), dims=cfg.gate_dims, k=cfg.gate_k, quantile=cfg.gate_quantile
+    )
     blocked[ok] = fitted_distances(gate, data.gate_x[ok], green) > gate.info.threshold
     return gate, blocked
 
@@ -388,9 +401,9 @@ def gate_blocks(gate: GreenGate | None, data: Dataset) -> np.ndarray:
     return blocked
 
 
-def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
-                 yellow_flags: dict[str, float],
-                 gate_blocked: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+def level_inputs(
+    data: Dataset, probs: dict[str, np.ndarray], yellow_flags: dict[str, float], gate_blocked: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """p_green, p_red, p_flags, blocked and a validity mask, with generated risk folded in the
     way service.l2.decision treats it (red believed, anything else yellow, never green)."""
     risk = probs["risk"]
@@ -413,15 +426,13 @@ def level_inputs(data: Dataset, probs: dict[str, np.ndarray],
 Step = Callable[[str], None]  # told "<question>" before each question's fit: progress
 
 
-def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None,
-            step: Step | None = None) -> FitResult:
+def fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None = None, step: Step | None = None) -> FitResult:
     """Maps and thresholds from `data`; `eligible` skips the label-count check (nested runs)."""
     with single_thread_blas():
         return _fit_all(data, cfg, eligible, step)
 
 
-def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None,
-             step: Step | None = None) -> FitResult:
+def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None, step: Step | None = None) -> FitResult:
     skipped: dict[str, str] = {}
     # Nested runs (eligible given) grade the procedure: a fold too thin to fit a question
     # serves it raw there instead of aborting the whole evaluation.
@@ -442,8 +453,9 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None,
     for q in REQUIRED if strict else ():
         fitted = [c for c in fits[q].candidates if c.method != "raw"] if q in fits else []
         if fitted and all(c.cv_nll is None for c in fitted):
-            raise Refused(f"{q}: no calibration method could be fit: "
-                          + "; ".join(f"{c.method}: {c.error}" for c in fitted))
+            raise Refused(
+                f"{q}: no calibration method could be fit: " + "; ".join(f"{c.method}: {c.error}" for c in fitted)
+            )
     probs = served_probs(data, fits)
     truth = data.questions["risk"].labels
     logits_path = (truth >= 0) & (data.risk_generated < 0)
@@ -451,37 +463,63 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None,
     for f, default in cfg.yellow_flags.items():
         if f in probs:
             ok = logits_path & np.isfinite(probs[f][:, 0])
-            yellow[f] = choose_yellow_flag(probs[f][ok, 0], truth[ok], default=default,
-                                           margin=cfg.green_margin)
+            yellow[f] = choose_yellow_flag(probs[f][ok, 0], truth[ok], default=default, margin=cfg.green_margin)
     yellow_flags = {**cfg.yellow_flags, **{f: c.threshold for f, c in yellow.items()}}
     gate, gate_blocked = fit_green_gate(data, cfg)
-    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, yellow_flags,
-                                                           gate_blocked)
+    p_green, p_red, p_flags, blocked, valid = level_inputs(data, probs, yellow_flags, gate_blocked)
     # Thresholds are chosen on tickets whose risk came from the logits path with a label; the
     # green threshold only on those nothing else holds back (they cannot be false greens).
     rows = valid & logits_path
-    flag_labels = {f: np.where(data.questions[f].labels[rows] >= 0,
-                               (data.questions[f].labels[rows] == 0).astype(int), -1)
-                   for f in p_flags}
+    flag_labels = {
+        f: np.where(data.questions[f].labels[rows] >= 0, (data.questions[f].labels[rows] == 0).astype(int), -1)
+        for f in p_flags
+    }
     open_rows = rows & ~blocked
-    green = choose_green(p_green[open_rows], truth[open_rows], max_rate=cfg.max_false_green_rate,
-                         confidence=cfg.confidence, floor=cfg.green_floor, margin=cfg.green_margin)
+    green = choose_green(
+        p_green[open_rows],
+        truth[open_rows],
+        max_rate=cfg.max_false_green_rate,
+        confidence=cfg.confidence,
+        floor=cfg.green_floor,
+        margin=cfg.green_margin,
+    )
     if data.gate_x is not None and gate is None:
         green = msgspec.structs.replace(
-            green, threshold=above_all(np.array([1.0])), rule="no_gate",
+            green,
+            threshold=above_all(np.array([1.0])),
+            rule="no_gate",
             reason=f"a green gate was asked for but fewer than {MIN_GATE_GREENS} labelled greens "
-                   "can say what a green looks like: no ticket is green with this artifact")
-    red = choose_red(p_red[rows], {f: p[rows] for f, p in p_flags.items()}, truth[rows],
-                     flag_labels, target=cfg.red_target, grid=cfg.grid)
-    thresholds = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,
-                                         flags={**Thresholds().flags, **red.flags},
-                                         yellow_flags=yellow_flags)
+            "can say what a green looks like: no ticket is green with this artifact",
+        )
+    red = choose_red(
+        p_red[rows],
+        {f: p[rows] for f, p in p_flags.items()},
+        truth[rows],
+        flag_labels,
+        target=cfg.red_target,
+        grid=cfg.grid,
+    )
+    thresholds = msgspec.structs.replace(
+        Thresholds(),
+        green=green.threshold,
+        red=red.red,
+        flags={**Thresholds().flags, **red.flags},
+        yellow_flags=yellow_flags,
+    )
     graded = valid & (truth >= 0)
-    predicted = levels(p_green, p_red, p_flags, thresholds.green, thresholds.red,
-                       thresholds.flags, blocked)
-    return FitResult(questions=fits, skipped=skipped, thresholds=thresholds, green=green,
-                     red=red, yellow=yellow, selection=summarise(truth[graded], predicted[graded]),
-                     probs=probs, gate=gate, gate_blocked=gate_blocked)
+    predicted = levels(p_green, p_red, p_flags, thresholds.green, thresholds.red, thresholds.flags, blocked)
+    return FitResult(
+        questions=fits,
+        skipped=skipped,
+        thresholds=thresholds,
+        green=green,
+        red=red,
+        yellow=yellow,
+        selection=summarise(truth[graded], predicted[graded]),
+        probs=probs,
+        gate=gate,
+        gate_blocked=gate_blocked,
+    )
 
 
 class QuestionReport(msgspec.Struct, frozen=True):
@@ -507,9 +545,9 @@ class Calibration:
     nested_thresholds: list[Thresholds] = field(default_factory=list)
 
 
-def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str],
-                    step: Callable[[int, str], None] | None = None
-                    ) -> tuple[dict[str, np.ndarray], np.ndarray, list[Thresholds]]:
+def nested_evaluate(
+    data: Dataset, cfg: FitConfig, eligible: list[str], step: Callable[[int, str], None] | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray, list[Thresholds]]:
     """Outer k-fold: fit maps and thresholds without the fold, predict the fold."""
     n = len(data)
     probs = {q: np.full((n, len(d.options)), np.nan) for q, d in data.questions.items()}
@@ -517,8 +555,7 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str],
     chosen: list[Thresholds] = []
     outer = stratified_folds(data.strata(), cfg.folds, cfg.seed + 1000)
     for k, (train, test) in enumerate(outer, start=1):
-        inner = fit_all(data.subset(train), cfg, eligible,
-                        None if step is None else (lambda q, k=k: step(k, q)))
+        inner = fit_all(data.subset(train), cfg, eligible, None if step is None else (lambda q, k=k: step(k, q)))
         chosen.append(inner.thresholds)
         for q, d in data.questions.items():
             if q in inner.questions:
@@ -528,26 +565,25 @@ def nested_evaluate(data: Dataset, cfg: FitConfig, eligible: list[str],
         sub = data.subset(test)
         fold_probs = {q: p[test] for q, p in probs.items()}
         t = inner.thresholds
-        p_green, p_red, p_flags, blocked, valid = level_inputs(sub, fold_probs, t.yellow_flags,
-                                                               gate_blocks(inner.gate, sub))
+        p_green, p_red, p_flags, blocked, valid = level_inputs(
+            sub, fold_probs, t.yellow_flags, gate_blocks(inner.gate, sub)
+        )
         lv = levels(p_green, p_red, p_flags, t.green, t.red, t.flags, blocked)
         predicted[test] = np.where(valid, lv, -1)
     return probs, predicted, chosen
 
 
-def calibrate(data: Dataset, cfg: FitConfig,
-              step: Callable[[str, int, int, str], None] | None = None) -> Calibration:
+def calibrate(data: Dataset, cfg: FitConfig, step: Callable[[str, int, int, str], None] | None = None) -> Calibration:
     """Fit on everything (the artifact) and grade the procedure by nested cross-validation.
 
     `step(stage, fold, folds, question)` is told before each question's fit: stage "final"
     (fold 0) then "nested" with the outer fold, for progress."""
     with single_thread_blas():
-        final = fit_all(data, cfg, step=None if step is None
-                        else (lambda q: step("final", 0, cfg.folds, q)))
+        final = fit_all(data, cfg, step=None if step is None else (lambda q: step("final", 0, cfg.folds, q)))
         eligible = list(final.questions)
         nested, predicted, chosen = nested_evaluate(
-            data, cfg, eligible,
-            None if step is None else (lambda k, q: step("nested", k, cfg.folds, q)))
+            data, cfg, eligible, None if step is None else (lambda k, q: step("nested", k, cfg.folds, q))
+        )
     reports: dict[str, QuestionReport] = {}
     raw = {q: raw_probs(d) for q, d in data.questions.items()}
     for q in eligible:
@@ -555,19 +591,29 @@ def calibrate(data: Dataset, cfg: FitConfig,
         rows = d.usable() & np.all(np.isfinite(nested[q]), axis=1)
         y = d.labels[rows]
         reports[q] = QuestionReport(
-            n=int(rows.sum()), ece_before=ece(raw[q][rows], y), ece_after=ece(nested[q][rows], y),
-            nll_before=nll(raw[q][rows], y), nll_after=nll(nested[q][rows], y),
-            accuracy_before=accuracy(raw[q][rows], y), accuracy_after=accuracy(nested[q][rows], y))
+            n=int(rows.sum()),
+            ece_before=ece(raw[q][rows], y),
+            ece_after=ece(nested[q][rows], y),
+            nll_before=nll(raw[q][rows], y),
+            nll_after=nll(nested[q][rows], y),
+            accuracy_before=accuracy(raw[q][rows], y),
+            accuracy_after=accuracy(nested[q][rows], y),
+        )
     truth = data.questions["risk"].labels
     graded = (truth >= 0) & (predicted >= 0)
     p_green, p_red, p_flags, blocked, valid = level_inputs(data, raw, cfg.yellow_flags)
     default = Thresholds()
     raw_lv = levels(p_green, p_red, p_flags, default.green, default.red, default.flags, blocked)
     raw_rows = (truth >= 0) & valid
-    return Calibration(final=final, reports=reports,
-                       nested=summarise(truth[graded], predicted[graded]),
-                       raw_default=summarise(truth[raw_rows], raw_lv[raw_rows]),
-                       nested_probs=nested, raw=raw, nested_thresholds=chosen)
+    return Calibration(
+        final=final,
+        reports=reports,
+        nested=summarise(truth[graded], predicted[graded]),
+        raw_default=summarise(truth[raw_rows], raw_lv[raw_rows]),
+        nested_probs=nested,
+        raw=raw,
+        nested_thresholds=chosen,
+    )
 
 
 def label_index(options: tuple[str, ...], value: object) -> int:
@@ -584,5 +630,18 @@ def label_index(options: tuple[str, ...], value: object) -> int:
         return -1
 
 
-__all__ = ["CALIBRATED", "REQUIRED", "RED", "Calibration", "Dataset", "FitConfig", "FitResult",
-           "QuestionData", "QuestionFit", "Refused", "calibrate", "fit_all", "label_index"]
+__all__ = [
+    "CALIBRATED",
+    "REQUIRED",
+    "RED",
+    "Calibration",
+    "Dataset",
+    "FitConfig",
+    "FitResult",
+    "QuestionData",
+    "QuestionFit",
+    "Refused",
+    "calibrate",
+    "fit_all",
+    "label_index",
+]

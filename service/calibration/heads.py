@@ -27,8 +27,7 @@ ABSENT_INTERCEPT = -30.0
 class LinearHead:
     """p = softmax(((x - mean) / scale) @ coef.T + intercept) over the question's options."""
 
-    def __init__(self, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray,
-                 intercept: np.ndarray, c: float) -> None:
+    def __init__(self, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray, intercept: np.ndarray, c: float) -> None:
         self.mean = np.asarray(mean, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.coef = np.asarray(coef, dtype=np.float64)
@@ -37,10 +36,16 @@ class LinearHead:
         d = self.mean.shape[0]
         k = self.intercept.shape[0]
         if self.mean.shape != (d,) or self.scale.shape != (d,) or self.coef.shape != (k, d):
-            raise ValueError(f"inconsistent head shapes: mean {self.mean.shape}, scale "
-                             f"{self.scale.shape}, coef {self.coef.shape}, intercept ({k},)")
-        if not (np.all(np.isfinite(self.coef)) and np.all(np.isfinite(self.intercept))
-                and np.all(np.isfinite(self.mean)) and np.all(self.scale > 0)):
+            raise ValueError(
+                f"inconsistent head shapes: mean {self.mean.shape}, scale "
+                f"{self.scale.shape}, coef {self.coef.shape}, intercept ({k},)"
+            )
+        if not (
+            np.all(np.isfinite(self.coef))
+            and np.all(np.isfinite(self.intercept))
+            and np.all(np.isfinite(self.mean))
+            and np.all(self.scale > 0)
+        ):
             raise ValueError("head holds non-finite weights or a non-positive scale")
 
     @property
@@ -73,8 +78,9 @@ def _row_basis(xs: np.ndarray) -> np.ndarray:
     return (eigvec[:, keep].T @ xs) / np.sqrt(eigval[keep])[:, None]
 
 
-def _fit_one(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
-             model: object | None = None) -> tuple[LinearHead, object]:
+def _fit_one(
+    x: np.ndarray, y: np.ndarray, n_classes: int, c: float, model: object | None = None
+) -> tuple[LinearHead, object]:
     from sklearn.linear_model import LogisticRegression
 
     present = np.unique(y)
@@ -114,16 +120,17 @@ def _fit_one(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
     return LinearHead(mean, scale, coef, intercept, c), model
 
 
-def fit_head_at(x: np.ndarray, y: np.ndarray, n_classes: int, c: float,
-                warm: object | None = None) -> tuple[LinearHead, object]:
+def fit_head_at(
+    x: np.ndarray, y: np.ndarray, n_classes: int, c: float, warm: object | None = None
+) -> tuple[LinearHead, object]:
     """One head at a given C; pass the returned estimator back as `warm` to warm-start the
     next C on the same rows."""
-    return _fit_one(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.int64), n_classes,
-                    c, warm)
+    return _fit_one(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.int64), n_classes, c, warm)
 
 
-def choose_c(x: np.ndarray, y: np.ndarray, n_classes: int, cs: tuple[float, ...] = DEFAULT_CS,
-             folds: int = 3, seed: int = 0) -> tuple[float, dict[float, float]]:
+def choose_c(
+    x: np.ndarray, y: np.ndarray, n_classes: int, cs: tuple[float, ...] = DEFAULT_CS, folds: int = 3, seed: int = 0
+) -> tuple[float, dict[float, float]]:
     """The C with the lowest cross-validated NLL (standardisation refitted inside each fold)."""
     folds = max(2, min(folds, int(np.bincount(y).max())))
     scores: dict[float, list[float]] = {c: [] for c in cs}
@@ -141,8 +148,9 @@ def choose_c(x: np.ndarray, y: np.ndarray, n_classes: int, cs: tuple[float, ...]
     return best, totals
 
 
-def fit_head(x: np.ndarray, y: np.ndarray, n_classes: int, cs: tuple[float, ...] = DEFAULT_CS,
-             folds: int = 3, seed: int = 0) -> LinearHead:
+def fit_head(
+    x: np.ndarray, y: np.ndarray, n_classes: int, cs: tuple[float, ...] = DEFAULT_CS, folds: int = 3, seed: int = 0
+) -> LinearHead:
     """Choose C by inner cross-validation, then fit on every row given."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)

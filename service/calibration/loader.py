@@ -41,20 +41,23 @@ class LoadOutcome(msgspec.Struct, frozen=True):
     error: str | None = None
 
 
-def stale_reasons(model_sha: str, prompt_sha: str, artifact_model_sha: str,
-                  artifact_prompt_sha: str) -> list[str]:
+def stale_reasons(model_sha: str, prompt_sha: str, artifact_model_sha: str, artifact_prompt_sha: str) -> list[str]:
     """What makes an artifact stale for the running classifier (empty: it matches). Its heads
     read hidden states, which another model or other prompts would not produce."""
-    return [name for name, running, made_for in (
-        ("model sha256", model_sha, artifact_model_sha),
-        ("prompt_sha", prompt_sha, artifact_prompt_sha)) if running != made_for]
+    return [
+        name
+        for name, running, made_for in (
+            ("model sha256", model_sha, artifact_model_sha),
+            ("prompt_sha", prompt_sha, artifact_prompt_sha),
+        )
+        if running != made_for
+    ]
 
 
 def _candidates(directory: Path) -> list[Path]:
     """Artifact directories, newest first; dot-names are temporary writes and are skipped."""
     try:
-        entries = [e for e in os.scandir(directory)
-                   if e.is_dir() and not e.name.startswith(".")]
+        entries = [e for e in os.scandir(directory) if e.is_dir() and not e.name.startswith(".")]
     except FileNotFoundError:
         return []
     return [Path(e.path) for e in sorted(entries, key=lambda e: e.name, reverse=True)]
@@ -74,9 +77,15 @@ def load_latest(directory: str | Path, model_sha: str, prompt_sha: str) -> LoadO
             meta = read_meta(path)
             if stale_reasons(model_sha, prompt_sha, meta.model.sha256, meta.prompt_sha):
                 stale = stale or index == 0
-                log.warning("calibration_stale", version=meta.version, path=str(path),
-                            artifact_model=meta.model.sha256[:12], running_model=model_sha[:12],
-                            artifact_prompt=meta.prompt_sha[:12], running_prompt=prompt_sha[:12])
+                log.warning(
+                    "calibration_stale",
+                    version=meta.version,
+                    path=str(path),
+                    artifact_model=meta.model.sha256[:12],
+                    running_model=model_sha[:12],
+                    artifact_prompt=meta.prompt_sha[:12],
+                    running_prompt=prompt_sha[:12],
+                )
                 continue
             meta, heads, gate = read_artifact_with_gate(path)
             found = calibrator_from(meta, heads, str(path), gate)
@@ -88,8 +97,13 @@ def load_latest(directory: str | Path, model_sha: str, prompt_sha: str) -> LoadO
     metrics.calibration_stale.set(1 if stale else 0)
     if found is not None:
         publish(found)
-        log.info("calibration_loaded", version=found.version, path=found.path,
-                 questions=sorted(found.models), stale_newer=stale)
+        log.info(
+            "calibration_loaded",
+            version=found.version,
+            path=found.path,
+            questions=sorted(found.models),
+            stale_newer=stale,
+        )
     return LoadOutcome(calibrator=found, stale=stale, error=error)
 
 
@@ -112,8 +126,9 @@ class CalibrationWatcher:
     or None when none is usable any more); a broken newcomer leaves the current one in place.
     """
 
-    def __init__(self, directory: str | Path, model_sha: str, prompt_sha: str,
-                 on_change: Callable[[Calibrator | None], None]) -> None:
+    def __init__(
+        self, directory: str | Path, model_sha: str, prompt_sha: str, on_change: Callable[[Calibrator | None], None]
+    ) -> None:
         self.directory = Path(directory)
         self.model_sha = model_sha
         self.prompt_sha = prompt_sha
@@ -149,15 +164,18 @@ class CalibrationWatcher:
         signature = self._listing()
         if signature == self._signature:
             if self.current is not None:
-                metrics.calibration_age_seconds.set(
-                    max(0.0, time.time() - self.current.created_at))
+                metrics.calibration_age_seconds.set(max(0.0, time.time() - self.current.created_at))
             return False
         self._signature = signature
         outcome = load_latest(self.directory, self.model_sha, self.prompt_sha)
         self.outcome = outcome
         chosen = outcome.calibrator
-        if chosen is None and outcome.error is not None and self.current is not None \
-                and Path(self.current.path).is_dir():
+        if (
+            chosen is None
+            and outcome.error is not None
+            and self.current is not None
+            and Path(self.current.path).is_dir()
+        ):
             # The artifact in use was damaged on disk and nothing else is usable: the copy in
             # memory was valid when loaded, so it keeps serving.
             chosen = self.current

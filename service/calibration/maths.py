@@ -130,14 +130,12 @@ def fit_temperature(logits: np.ndarray, y: np.ndarray) -> Scaling:
         return float(-lp[rows, y].mean())
 
     lo, hi = np.log(T_MIN), np.log(T_MAX)
-    res = minimize_scalar(objective, bounds=(lo, hi), method="bounded",
-                          options={"xatol": 1e-6})
+    res = minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
     if not res.success:
         raise DegenerateFit(f"temperature search failed: {res.message}")
     # An optimum pinned to the edge means NLL keeps falling towards one-hot or uniform output.
     if res.x - lo < 1e-3 or hi - res.x < 1e-3:
-        raise DegenerateFit(f"temperature ran to the edge of [{T_MIN}, {T_MAX}]: "
-                            f"T = {float(np.exp(res.x)):.4g}")
+        raise DegenerateFit(f"temperature ran to the edge of [{T_MIN}, {T_MAX}]: T = {float(np.exp(res.x)):.4g}")
     return Scaling(temperature=float(np.exp(res.x)), bias=[0.0] * z.shape[1])
 
 
@@ -175,7 +173,6 @@ def fit_vector(logits: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> Scaling:
         raise DegenerateFit("vector scaling diverged")
     bias = res.x[1:] - res.x[1:].mean()
     return Scaling(temperature=float(np.exp(res.x[0])), bias=[float(b) for b in bias])
-
 
 
 # --- folds --------------------------------------------------------------------------------------

@@ -39,26 +39,30 @@ GATE_ARRAYS = ("mean", "scale", "basis", "references")
 class GreenGate:
     """distance(x) = mean of the k smallest whitened distances to the reference greens."""
 
-    def __init__(self, info: GateInfo, mean: np.ndarray, scale: np.ndarray, basis: np.ndarray,
-                 references: np.ndarray) -> None:
+    def __init__(
+        self, info: GateInfo, mean: np.ndarray, scale: np.ndarray, basis: np.ndarray, references: np.ndarray
+    ) -> None:
         self.info = info
         self.mean = np.asarray(mean, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.basis = np.asarray(basis, dtype=np.float64)  # (dims, d), whitening folded in
         self.references = np.asarray(references, dtype=np.float64)  # (n_ref, dims)
         d = self.mean.shape[0]
-        if self.scale.shape != (d,) or self.basis.shape != (info.dims, d) \
-                or self.references.shape != (info.n_references, info.dims):
-            raise ValueError(f"inconsistent gate shapes: mean {self.mean.shape}, basis "
-                             f"{self.basis.shape}, references {self.references.shape}")
-        if not (np.all(np.isfinite(self.basis)) and np.all(np.isfinite(self.references))
-                and np.all(self.scale > 0)):
+        if (
+            self.scale.shape != (d,)
+            or self.basis.shape != (info.dims, d)
+            or self.references.shape != (info.n_references, info.dims)
+        ):
+            raise ValueError(
+                f"inconsistent gate shapes: mean {self.mean.shape}, basis "
+                f"{self.basis.shape}, references {self.references.shape}"
+            )
+        if not (np.all(np.isfinite(self.basis)) and np.all(np.isfinite(self.references)) and np.all(self.scale > 0)):
             raise ValueError("gate holds non-finite values or a non-positive scale")
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
-        return dict(zip(GATE_ARRAYS, (self.mean, self.scale, self.basis, self.references),
-                        strict=True))
+        return dict(zip(GATE_ARRAYS, (self.mean, self.scale, self.basis, self.references), strict=True))
 
     def project(self, x: np.ndarray) -> np.ndarray:
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
@@ -67,8 +71,7 @@ class GreenGate:
     def distances(self, x: np.ndarray) -> np.ndarray:
         """(n,) gate statistic of each row of x."""
         z = self.project(x)
-        d2 = (np.sum(z * z, axis=1)[:, None] + np.sum(self.references ** 2, axis=1)[None, :]
-              - 2.0 * z @ self.references.T)
+        d2 = np.sum(z * z, axis=1)[:, None] + np.sum(self.references**2, axis=1)[None, :] - 2.0 * z @ self.references.T
         dist = np.sqrt(np.maximum(d2, 0.0))
         k = min(self.info.k, dist.shape[1])
         return np.sort(dist, axis=1)[:, :k].mean(axis=1)
@@ -102,8 +105,9 @@ def _loo_distances(z: np.ndarray, k: int) -> np.ndarray:
     return np.sort(dist, axis=1)[:, :k].mean(axis=1)
 
 
-def fit_gate(x: np.ndarray, green: np.ndarray, inputs: list[str], *, dims: int = 32, k: int = 5,
-             quantile: float = 0.95) -> GreenGate:
+def fit_gate(
+    x: np.ndarray, green: np.ndarray, inputs: list[str], *, dims: int = 32, k: int = 5, quantile: float = 0.95
+) -> GreenGate:
     """A gate from every labelled ticket's input vector `x` (n, d) and which are green.
 
     The subspace is fitted on all tickets (it only needs to span how tickets vary); the
@@ -125,9 +129,15 @@ def fit_gate(x: np.ndarray, green: np.ndarray, inputs: list[str], *, dims: int =
     references = xs[green] @ basis.T
     own = _loo_distances(references, k)
     threshold = float(np.quantile(own, quantile))
-    info = GateInfo(inputs=list(inputs), dims=dims, k=k, quantile=quantile, threshold=threshold,
-                    n_references=int(green.sum()),
-                    greens_blocked=float((own > threshold).mean()))
+    info = GateInfo(
+        inputs=list(inputs),
+        dims=dims,
+        k=k,
+        quantile=quantile,
+        threshold=threshold,
+        n_references=int(green.sum()),
+        greens_blocked=float((own > threshold).mean()),
+    )
     return GreenGate(info, mean, scale, basis, references)
 
 
@@ -136,7 +146,7 @@ def fitted_distances(gate: GreenGate, x: np.ndarray, green: np.ndarray) -> np.nd
     references (else every green would be its own nearest neighbour, at distance 0)."""
     z = gate.project(x)
     refs = gate.references
-    d2 = np.sum(z * z, axis=1)[:, None] + np.sum(refs ** 2, axis=1)[None, :] - 2.0 * z @ refs.T
+    d2 = np.sum(z * z, axis=1)[:, None] + np.sum(refs**2, axis=1)[None, :] - 2.0 * z @ refs.T
     dist = np.sqrt(np.maximum(d2, 0.0))
     green_rows = np.flatnonzero(np.asarray(green, dtype=bool))
     dist[green_rows, np.arange(len(green_rows))] = np.inf  # references are the greens, in order

@@ -29,9 +29,19 @@ from service.results import RED_FLAGS, Answer, Decision, L2Result, ticket_text
 
 log = structlog.get_logger()
 
-__all__ = ["FEATURE_SETS", "Example", "ReplayCache", "ReplayError", "ReplayedClassifier",
-           "feature_names", "labels_from_decision", "labels_from_record", "replay",
-           "replay_capture", "text_sha"]
+__all__ = [
+    "FEATURE_SETS",
+    "Example",
+    "ReplayCache",
+    "ReplayError",
+    "ReplayedClassifier",
+    "feature_names",
+    "labels_from_decision",
+    "labels_from_record",
+    "replay",
+    "replay_capture",
+    "text_sha",
+]
 
 
 class ReplayError(Exception):
@@ -66,8 +76,7 @@ def labels_from_record(rec: LabelledTicket) -> dict[str, Any]:
 def labels_from_decision(dec: Decision) -> dict[str, Any]:
     """An operator's verdict as labels. Flags not given are known to be absent only when the
     ticket is not red (the policy: any flag makes it red); on a red ticket they stay unknown."""
-    labels: dict[str, Any] = {"risk": dec.correct_level, "category": dec.category,
-                              "urgency": None}
+    labels: dict[str, Any] = {"risk": dec.correct_level, "category": dec.category, "urgency": None}
     for flag in RED_FLAGS:
         if dec.flags is not None and flag in dec.flags:
             labels[flag] = bool(dec.flags[flag])
@@ -85,14 +94,14 @@ class _Cached(msgspec.Struct, frozen=True):
 class ReplayCache:
     """Raw L2 answers and hidden states of replayed texts, one msgpack file per text."""
 
-    def __init__(self, root: str | Path, model_sha: str, prompt_sha: str, mode: str,
-                 capture: Capture | None = None) -> None:
+    def __init__(
+        self, root: str | Path, model_sha: str, prompt_sha: str, mode: str, capture: Capture | None = None
+    ) -> None:
         self.mode = mode
         self.capture = capture or Capture()
         layers = ""
         if self.capture:
-            layers = ("-p" + ".".join(map(str, self.capture.pooled))
-                      + "-a" + ".".join(map(str, self.capture.answers)))
+            layers = "-p" + ".".join(map(str, self.capture.pooled)) + "-a" + ".".join(map(str, self.capture.answers))
         self.dir = Path(root) / f"{model_sha[:16]}-{prompt_sha[:16]}-{mode}{layers}"
 
     def _path(self, sha: str) -> Path:
@@ -106,21 +115,26 @@ class ReplayCache:
         feats = {k: np.frombuffer(v, dtype=np.float32) for k, v in entry.features.items()}
         return entry.result, feats, entry.truncated
 
-    def put(self, sha: str, result: L2Result, features: dict[str, np.ndarray],
-            truncated: bool) -> None:
+    def put(self, sha: str, result: L2Result, features: dict[str, np.ndarray], truncated: bool) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        entry = _Cached(result=result, truncated=truncated,
-                        features={k: np.asarray(v, dtype=np.float32).tobytes()
-                                  for k, v in features.items()})
+        entry = _Cached(
+            result=result,
+            truncated=truncated,
+            features={k: np.asarray(v, dtype=np.float32).tobytes() for k, v in features.items()},
+        )
         tmp = self._path(sha).with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(msgspec.msgpack.encode(entry))
         os.replace(tmp, self._path(sha))
 
 
-def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
-           classifier: Callable[[], Any], timeout_s: float = 300.0,
-           progress: Callable[[int, int, str], None] | None = None
-           ) -> tuple[list[Example], Counter]:
+def replay(
+    records: Iterable[LabelledTicket],
+    source: str,
+    cache: ReplayCache,
+    classifier: Callable[[], Any],
+    timeout_s: float = 300.0,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> tuple[list[Example], Counter]:
     """Labelled records through the real classifier (uncalibrated), cached.
 
     `classifier` is a factory so that the model is loaded only when some text is not cached.
@@ -140,8 +154,7 @@ def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
                 if getattr(model, "calibrator", None) is not None:
                     raise ReplayError("the replay classifier must be uncalibrated")
                 if getattr(model, "mode", cache.mode) != cache.mode:
-                    raise ReplayError(f"the replay classifier runs mode {model.mode!r}, "
-                                      f"serving runs {cache.mode!r}")
+                    raise ReplayError(f"the replay classifier runs mode {model.mode!r}, serving runs {cache.mode!r}")
                 runner = getattr(model, "runner", None)
                 if runner is not None and hasattr(runner, "set_capture"):
                     # every candidate layer, whatever the factory set up: the cache holds them all
@@ -154,9 +167,18 @@ def replay(records: Iterable[LabelledTicket], source: str, cache: ReplayCache,
             cache.put(sha, out.result, out.features, out.truncated)
             hit = (out.result, out.features, out.truncated)
         result, feats, truncated = hit
-        examples.append(Example(id=rec.id, source=source, text_sha=sha,
-                                labels=labels_from_record(rec), answers=result.answers,
-                                features=feats, truncated=truncated, language=rec.language))
+        examples.append(
+            Example(
+                id=rec.id,
+                source=source,
+                text_sha=sha,
+                labels=labels_from_record(rec),
+                answers=result.answers,
+                features=feats,
+                truncated=truncated,
+                language=rec.language,
+            )
+        )
         if progress is not None:
             progress(i + 1, len(records), rec.id)
     return examples, skipped
@@ -168,8 +190,7 @@ class ReplayedClassifier:
     applied and the level decided by the very functions serving uses. So `triage eval` figures
     for a new artifact cost seconds instead of a replay (`triage study served`)."""
 
-    def __init__(self, cache: ReplayCache, prompts: Any, calibrator: Any, model: Any,
-                 thresholds: Any = None) -> None:
+    def __init__(self, cache: ReplayCache, prompts: Any, calibrator: Any, model: Any, thresholds: Any = None) -> None:
         from service.l2.decision import Thresholds
 
         self.cache = cache
@@ -189,14 +210,22 @@ class ReplayedClassifier:
         if hit is None:
             raise ReplayError(f"text {text_sha(text)[:12]} is not in the replay cache {self.cache.dir}")
         result, features, truncated = hit
-        answers, calibrated, version, gate, failure = apply_calibration(
-            dict(result.answers), features, self.calibrator)
-        reason = "; ".join(r for r in (result.reason if result.method == "generated" else None,
-                                       failure) if r) or None
-        decided = Decided(method=result.method, answers=answers, calibrated=calibrated,
-                          calibration_version=version, tokens_evaluated=result.tokens_evaluated,
-                          timings=dict(result.timings_ms), features=features,
-                          truncated=truncated, reason=reason, gate=gate)
-        return Classification(result=verdict(decided, self.calibrator, self.thresholds,
-                                              self.prompts),
-                              features=features, truncated=truncated)
+        answers, calibrated, version, gate, failure = apply_calibration(dict(result.answers), features, self.calibrator)
+        reason = "; ".join(r for r in (result.reason if result.method == "generated" else None, failure) if r) or None
+        decided = Decided(
+            method=result.method,
+            answers=answers,
+            calibrated=calibrated,
+            calibration_version=version,
+            tokens_evaluated=result.tokens_evaluated,
+            timings=dict(result.timings_ms),
+            features=features,
+            truncated=truncated,
+            reason=reason,
+            gate=gate,
+        )
+        return Classification(
+            result=verdict(decided, self.calibrator, self.thresholds, self.prompts),
+            features=features,
+            truncated=truncated,
+        )

@@ -36,8 +36,7 @@ class Arrays:
     language: list[str]
 
 
-def arrays(examples: Iterable[Example], names: tuple[str, ...],
-           gate_names: tuple[str, ...] = ()) -> Arrays:
+def arrays(examples: Iterable[Example], names: tuple[str, ...], gate_names: tuple[str, ...] = ()) -> Arrays:
     """Rows of the examples that carry a risk label and every named vector."""
     ids, xs, ys, gs, langs = [], [], [], [], []
     for e in examples:
@@ -50,8 +49,13 @@ def arrays(examples: Iterable[Example], names: tuple[str, ...],
             gs.append(np.concatenate([e.features[n] for n in gate_names]))
         ys.append(RISK.index(risk))
         langs.append(e.language)
-    return Arrays(ids, np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.int64),
-                  np.asarray(gs, dtype=np.float64) if gate_names else None, langs)
+    return Arrays(
+        ids,
+        np.asarray(xs, dtype=np.float64),
+        np.asarray(ys, dtype=np.int64),
+        np.asarray(gs, dtype=np.float64) if gate_names else None,
+        langs,
+    )
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
@@ -85,8 +89,9 @@ class MlpHead:
 
         self.mean = x.mean(axis=0)
         self.scale = np.where(x.std(axis=0) > 1e-8, x.std(axis=0), 1.0)
-        self.model = MLPClassifier(hidden_layer_sizes=(64,), alpha=1e-2, max_iter=400,
-                                   early_stopping=True, random_state=seed)
+        self.model = MLPClassifier(
+            hidden_layer_sizes=(64,), alpha=1e-2, max_iter=400, early_stopping=True, random_state=seed
+        )
         self.model.fit((x - self.mean) / self.scale, y)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -102,9 +107,16 @@ def _head(x: np.ndarray, y: np.ndarray, cs: tuple[float, ...], seed: int, kind: 
     return fit_head(x, y, 3, cs, 3, seed)
 
 
-def fit_green(train: Arrays, *, folds: int = 5, seed: int = 0, cs: tuple[float, ...] = STUDY_CS,
-              max_rate: float = 0.01, gate_quantile: float | None = 0.95,
-              head: str = "linear") -> Fitted:
+def fit_green(
+    train: Arrays,
+    *,
+    folds: int = 5,
+    seed: int = 0,
+    cs: tuple[float, ...] = STUDY_CS,
+    max_rate: float = 0.01,
+    gate_quantile: float | None = 0.95,
+    head: str = "linear",
+) -> Fitted:
     """Risk head on every training row, its green threshold from out-of-fold P(green) (each
     fold's head choosing C by its own inner folds), and the green gate."""
     started = time.perf_counter()
@@ -120,9 +132,14 @@ def fit_green(train: Arrays, *, folds: int = 5, seed: int = 0, cs: tuple[float, 
         blocked = fitted_distances(gate, train.gate_x, green) > gate.info.threshold
     choice = choose_green(oof[~blocked], train.y[~blocked], max_rate=max_rate)
     green = train.y == GREEN
-    return Fitted(head=head_model, threshold=choice.threshold, gate=gate, green_choice=choice,
-                  fit_s=time.perf_counter() - started,
-                  train_gate_blocked=float(blocked[green].mean()) if green.any() else 0.0)
+    return Fitted(
+        head=head_model,
+        threshold=choice.threshold,
+        gate=gate,
+        green_choice=choice,
+        fit_s=time.perf_counter() - started,
+        train_gate_blocked=float(blocked[green].mean()) if green.any() else 0.0,
+    )
 
 
 def grade(fitted: Fitted, graded: Arrays) -> dict:
@@ -135,13 +152,13 @@ def grade(fitted: Fitted, graded: Arrays) -> dict:
         blocked = fitted.gate.distances(graded.gate_x) > fitted.gate.info.threshold  # type: ignore[attr-defined]
     auto = over & ~blocked
     return {
-        "n": len(p), "greens": int(green.sum()),
+        "n": len(p),
+        "greens": int(green.sum()),
         "auc_green": auc(p, green),
         "greens_cleared": float(auto[green].mean()) if green.any() else None,
         "answered_automatically": float(auto.mean()) if len(p) else None,
         "false_greens": int((auto & ~green).sum()),
-        "false_green_ids": [i for i, a, g in zip(graded.ids, auto, green, strict=True)
-                            if a and not g],
+        "false_green_ids": [i for i, a, g in zip(graded.ids, auto, green, strict=True) if a and not g],
         "false_greens_without_gate": int((over & ~green).sum()),
         "blocked_by_gate": int((over & blocked).sum()),
         "non_greens_blocked_by_gate": int((over & blocked & ~green).sum()),
@@ -149,9 +166,16 @@ def grade(fitted: Fitted, graded: Arrays) -> dict:
     }
 
 
-def feature_study(sources: dict[str, list[Example]], train: str, graded: list[str],
-                  specs: list[str], questions: list[str], n_layer: int,
-                  gate_spec: str | None, head: str = "linear") -> dict:
+def feature_study(
+    sources: dict[str, list[Example]],
+    train: str,
+    graded: list[str],
+    specs: list[str],
+    questions: list[str],
+    n_layer: int,
+    gate_spec: str | None,
+    head: str = "linear",
+) -> dict:
     """Per feature set: fitted on `train`, graded on each of `graded` (no gate, then gated)."""
     out: dict = {"train": train, "graded": graded, "gate": gate_spec, "head": head, "sets": {}}
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
@@ -159,37 +183,51 @@ def feature_study(sources: dict[str, list[Example]], train: str, graded: list[st
         names = feature_names(spec, questions, n_layer)
         tr = arrays(sources[train], names, gate_names)
         fitted = fit_green(tr, gate_quantile=0.95 if gate_spec else None, head=head)
-        row = {"dims": int(tr.x.shape[1]), "n_train": len(tr.y), "fit_s": round(fitted.fit_s, 1),
-               "threshold": fitted.threshold, "rule": fitted.green_choice.rule,
-               "train_greens_cleared_oof": fitted.green_choice.greens_cleared,
-               "train_gate_blocked": fitted.train_gate_blocked, "graded": {}}
+        row = {
+            "dims": int(tr.x.shape[1]),
+            "n_train": len(tr.y),
+            "fit_s": round(fitted.fit_s, 1),
+            "threshold": fitted.threshold,
+            "rule": fitted.green_choice.rule,
+            "train_greens_cleared_oof": fitted.green_choice.greens_cleared,
+            "train_gate_blocked": fitted.train_gate_blocked,
+            "graded": {},
+        }
         for name in graded:
             row["graded"][name] = grade(fitted, arrays(sources[name], names, gate_names))
         out["sets"][spec] = row
     return out
 
 
-def cross_source(sources: dict[str, list[Example]], spec: str, gate_spec: str | None,
-                 questions: list[str], n_layer: int) -> dict:
+def cross_source(
+    sources: dict[str, list[Example]], spec: str, gate_spec: str | None, questions: list[str], n_layer: int
+) -> dict:
     """Each source graded by a fit on all the others: the service on a style it was not tuned on."""
     names = feature_names(spec, questions, n_layer)
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
     out: dict = {"features": spec, "gate": gate_spec, "held_out": {}}
     for held in sources:
         pool = [e for s, ex in sources.items() if s != held for e in ex]
-        fitted = fit_green(arrays(pool, names, gate_names),
-                           gate_quantile=0.95 if gate_spec else None)
+        fitted = fit_green(arrays(pool, names, gate_names), gate_quantile=0.95 if gate_spec else None)
         result = grade(fitted, arrays(sources[held], names, gate_names))
-        result.update(threshold=fitted.threshold, rule=fitted.green_choice.rule,
-                      trained_on=[s for s in sources if s != held])
+        result.update(
+            threshold=fitted.threshold, rule=fitted.green_choice.rule, trained_on=[s for s in sources if s != held]
+        )
         out["held_out"][held] = result
     return out
 
 
-def learning_curve(pool: list[Example], graded: dict[str, list[Example]], spec: str,
-                   gate_spec: str | None, questions: list[str], n_layer: int,
-                   sizes: tuple[int, ...] = (50, 100, 200, 400, 800), repeats: int = 3,
-                   seed: int = 0) -> dict:
+def learning_curve(
+    pool: list[Example],
+    graded: dict[str, list[Example]],
+    spec: str,
+    gate_spec: str | None,
+    questions: list[str],
+    n_layer: int,
+    sizes: tuple[int, ...] = (50, 100, 200, 400, 800),
+    repeats: int = 3,
+    seed: int = 0,
+) -> dict:
     """Refit on random subsets of the pool (stratified by risk) and grade the other sets."""
     names = feature_names(spec, questions, n_layer)
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
@@ -200,17 +238,26 @@ def learning_curve(pool: list[Example], graded: dict[str, list[Example]], spec: 
     for size in [s for s in sizes if s < len(full.y)] + [len(full.y)]:
         for r in range(repeats if size < len(full.y) else 1):
             idx = _stratified_sample(full.y, size, rng)
-            sub = Arrays([full.ids[i] for i in idx], full.x[idx], full.y[idx],
-                         None if full.gate_x is None else full.gate_x[idx],
-                         [full.language[i] for i in idx])
-            fitted = fit_green(sub, folds=3 if size < 200 else 5, seed=seed + r,
-                               gate_quantile=0.95 if gate_spec else None)
-            point = {"labels": size, "repeat": r, "fit_s": round(fitted.fit_s, 2),
-                     "threshold": fitted.threshold, "rule": fitted.green_choice.rule}
+            sub = Arrays(
+                [full.ids[i] for i in idx],
+                full.x[idx],
+                full.y[idx],
+                None if full.gate_x is None else full.gate_x[idx],
+                [full.language[i] for i in idx],
+            )
+            fitted = fit_green(
+                sub, folds=3 if size < 200 else 5, seed=seed + r, gate_quantile=0.95 if gate_spec else None
+            )
+            point = {
+                "labels": size,
+                "repeat": r,
+                "fit_s": round(fitted.fit_s, 2),
+                "threshold": fitted.threshold,
+                "rule": fitted.green_choice.rule,
+            }
             for name, arr in graded_arrays.items():
                 g = grade(fitted, arr)
-                point[name] = {k: g[k] for k in ("greens_cleared", "false_greens",
-                                                 "answered_automatically")}
+                point[name] = {k: g[k] for k in ("greens_cleared", "false_greens", "answered_automatically")}
             points.append(point)
     return {"features": spec, "gate": gate_spec, "pool": len(full.y), "points": points}
 
@@ -238,10 +285,8 @@ def plot_curve(report: dict, path: str) -> None:
     sizes = sorted({p["labels"] for p in points})
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for name in graded:
-        cleared = [np.mean([p[name]["greens_cleared"] or 0 for p in points if p["labels"] == s])
-                   for s in sizes]
-        false = [np.mean([p[name]["false_greens"] for p in points if p["labels"] == s])
-                 for s in sizes]
+        cleared = [np.mean([p[name]["greens_cleared"] or 0 for p in points if p["labels"] == s]) for s in sizes]
+        false = [np.mean([p[name]["false_greens"] for p in points if p["labels"] == s]) for s in sizes]
         ax1.plot(sizes, cleared, marker="o", label=name)
         ax2.plot(sizes, false, marker="o", label=name)
     for ax, title in ((ax1, "greens cleared (share)"), (ax2, "false greens (count)")):

@@ -26,8 +26,13 @@ def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
     n_layer = model_layers(path)
     capture = replay_capture(n_layer)
     prompts = load_prompts(settings.prompts_dir)
-    cache = ReplayCache(args.cache_dir or Path(settings.var_dir) / "calibration-cache",
-                        model_sha256(path), prompts.sha, DEFAULT_MODE, capture)
+    cache = ReplayCache(
+        args.cache_dir or Path(settings.var_dir) / "calibration-cache",
+        model_sha256(path),
+        prompts.sha,
+        DEFAULT_MODE,
+        capture,
+    )
     model = None
 
     def factory():
@@ -41,10 +46,10 @@ def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
     for item in args.data:
         name, _, file = item.partition("=")
         records = read_labelled(file)
-        with progress(total=len(records), desc=f"replay {name}", unit="ticket",
-                      quiet=args.quiet) as bar:
-            examples, _ = replay(records, name, cache, factory,
-                                 progress=lambda done, total, _id: bar.update(done - bar.n))
+        with progress(total=len(records), desc=f"replay {name}", unit="ticket", quiet=args.quiet) as bar:
+            examples, _ = replay(
+                records, name, cache, factory, progress=lambda done, total, _id: bar.update(done - bar.n)
+            )
         if l1 is not None:
             from service.results import ticket_text
 
@@ -108,18 +113,32 @@ def cmd_study(args: argparse.Namespace) -> int:
     with single_thread_blas():
         if args.what == "features":
             specs = args.features or list(FEATURE_SETS)
-            report = study.feature_study(sources, args.train, [s for s in sources
-                                                               if s != args.train],
-                                         specs, questions, n_layer, gate, head=args.head)
+            report = study.feature_study(
+                sources,
+                args.train,
+                [s for s in sources if s != args.train],
+                specs,
+                questions,
+                n_layer,
+                gate,
+                head=args.head,
+            )
         elif args.what == "sources":
-            report = study.cross_source(sources, args.features[0] if args.features
-                                        else DEFAULT_FEATURES, gate, questions, n_layer)
+            report = study.cross_source(
+                sources, args.features[0] if args.features else DEFAULT_FEATURES, gate, questions, n_layer
+            )
         else:
             pool = [e for name in args.train.split("+") for e in sources[name]]
             graded = {k: v for k, v in sources.items() if k not in args.train.split("+")}
-            report = study.learning_curve(pool, graded, args.features[0] if args.features
-                                          else DEFAULT_FEATURES, gate, questions, n_layer,
-                                          repeats=args.repeats)
+            report = study.learning_curve(
+                pool,
+                graded,
+                args.features[0] if args.features else DEFAULT_FEATURES,
+                gate,
+                questions,
+                n_layer,
+                repeats=args.repeats,
+            )
             if args.plot:
                 study.plot_curve(report, args.plot)
     report["sources"] = {k: len(v) for k, v in sources.items()}
@@ -145,13 +164,16 @@ def _served(args: argparse.Namespace, settings) -> int:
     path = bundled_model_path(settings)
     prompts = load_prompts(settings.prompts_dir)
     sha = model_sha256(path)
-    cache = ReplayCache(args.cache_dir or Path(settings.var_dir) / "calibration-cache", sha,
-                        prompts.sha, DEFAULT_MODE, replay_capture(model_layers(path)))
+    cache = ReplayCache(
+        args.cache_dir or Path(settings.var_dir) / "calibration-cache",
+        sha,
+        prompts.sha,
+        DEFAULT_MODE,
+        replay_capture(model_layers(path)),
+    )
     calibrator = load_artifact(args.calibration)
-    classifier = ReplayedClassifier(cache, prompts, calibrator, ModelInfo(name=path.name,
-                                                                          sha256=sha))
-    report: dict = {"calibration": calibrator.version, "sources": {},
-                    "command": "triage " + shlex.join(sys.argv[1:])}
+    classifier = ReplayedClassifier(cache, prompts, calibrator, ModelInfo(name=path.name, sha256=sha))
+    report: dict = {"calibration": calibrator.version, "sources": {}, "command": "triage " + shlex.join(sys.argv[1:])}
     for item in args.data:
         name, _, file = item.partition("=")
         result, rows = run_eval(settings, read_labelled(file), classifier=classifier)
@@ -159,38 +181,53 @@ def _served(args: argparse.Namespace, settings) -> int:
         report["sources"][name] = result
         if args.rows:
             Path(args.rows).mkdir(parents=True, exist_ok=True)
-            (Path(args.rows) / f"{name}.rows.jsonl").write_text(
-                "".join(json.dumps(r) + "\n" for r in rows))
+            (Path(args.rows) / f"{name}.rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     _write(report, args.json)
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "study", help="measure feature sets, the green gate, cross-source grading, learning curve",
+        "study",
+        help="measure feature sets, the green gate, cross-source grading, learning curve",
         description="Offline measurements on replayed labelled files (cached; the model runs only "
-                    "for texts not replayed yet). Every figure grades tickets the head, its "
-                    "threshold and its gate were not fitted on.")
-    parser.add_argument("what", choices=["features", "sources", "curve", "served"],
-                        help="features: each feature set fitted on --train, graded on the other "
-                             "sources; sources: each source graded by a fit on all the others; "
-                             "curve: refits on growing subsets of --train, graded on the others; "
-                             "served: `triage eval` of --calibration on each source, from the "
-                             "replay cache (L1 + L2 + max as served, no model run)")
-    parser.add_argument("--data", action="append", required=True, metavar="NAME=FILE.jsonl",
-                        help="a labelled source (repeat)")
+        "for texts not replayed yet). Every figure grades tickets the head, its "
+        "threshold and its gate were not fitted on.",
+    )
+    parser.add_argument(
+        "what",
+        choices=["features", "sources", "curve", "served"],
+        help="features: each feature set fitted on --train, graded on the other "
+        "sources; sources: each source graded by a fit on all the others; "
+        "curve: refits on growing subsets of --train, graded on the others; "
+        "served: `triage eval` of --calibration on each source, from the "
+        "replay cache (L1 + L2 + max as served, no model run)",
+    )
+    parser.add_argument(
+        "--data", action="append", required=True, metavar="NAME=FILE.jsonl", help="a labelled source (repeat)"
+    )
     parser.add_argument("--train", default="train", help="source(s) to fit on, joined by '+'")
-    parser.add_argument("--features", action="append", metavar="SPEC",
-                        help="feature set(s) to measure (default: all; curve/sources: the first, "
-                             "default recalibrate's)")
-    parser.add_argument("--gate", default=None, metavar="SPEC",
-                        help="the green gate's features, or 'none' (default: recalibrate's)")
+    parser.add_argument(
+        "--features",
+        action="append",
+        metavar="SPEC",
+        help="feature set(s) to measure (default: all; curve/sources: the first, default recalibrate's)",
+    )
+    parser.add_argument(
+        "--gate", default=None, metavar="SPEC", help="the green gate's features, or 'none' (default: recalibrate's)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="curve: subsets per size")
-    parser.add_argument("--l1-features", action="store_true",
-                        help="features: also offer L1's rule hits as the feature set 'l1' "
-                             "(e.g. --features ticket@mid+l1)")
-    parser.add_argument("--head", choices=["linear", "mlp"], default="linear",
-                        help="features: the risk head (mlp: one hidden layer, scikit-learn)")
+    parser.add_argument(
+        "--l1-features",
+        action="store_true",
+        help="features: also offer L1's rule hits as the feature set 'l1' (e.g. --features ticket@mid+l1)",
+    )
+    parser.add_argument(
+        "--head",
+        choices=["linear", "mlp"],
+        default="linear",
+        help="features: the risk head (mlp: one hidden layer, scikit-learn)",
+    )
     parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
     parser.add_argument("--cache-dir", metavar="DIR", default=None)
     parser.add_argument("--calibration", metavar="ARTIFACT", help="served: the artifact to apply")

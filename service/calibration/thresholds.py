@@ -61,9 +61,16 @@ def above_all(values: np.ndarray) -> float:
     return math.nextafter(top, math.inf)
 
 
-def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float = 0.01,
-                 confidence: float = 0.95, grid: tuple[float, ...] = BOUND_GRID,
-                 floor: float = 0.8, margin: float = 0.02) -> GreenChoice:
+def choose_green(
+    p_green: np.ndarray,
+    true_level: np.ndarray,
+    *,
+    max_rate: float = 0.01,
+    confidence: float = 0.95,
+    grid: tuple[float, ...] = BOUND_GRID,
+    floor: float = 0.8,
+    margin: float = 0.02,
+) -> GreenChoice:
     """Green threshold on cross-validated P(green): no false green on these tickets, and a
     stated bound on the false-green rate among the tickets answered automatically.
 
@@ -105,24 +112,37 @@ def choose_green(p_green: np.ndarray, true_level: np.ndarray, *, max_rate: float
     # k = 0 holds once (1 - max_rate)^n_auto <= 1 - per_test; scale today's auto share up.
     need_auto = math.ceil(math.log(1.0 - per_test) / math.log(1.0 - max_rate))
     auto_share = n_auto / n if n else 0.0
-    labels_needed = 0 if rule == "bound" else (
-        math.ceil(need_auto / auto_share) if auto_share > 0 else -1)
+    labels_needed = 0 if rule == "bound" else (math.ceil(need_auto / auto_share) if auto_share > 0 else -1)
     top = float(p[non_green].max()) if non_green.any() else 0.0
     if rule == "bound":
-        reason = (f"bound holds from {bound_t} on the grid {list(grid)}; threshold "
-                  f"{threshold:.4f} (also above every non-green P(green), max {top:.4f}): "
-                  f"{n_auto} of {n} answered automatically, {fg} false, upper bound "
-                  f"{upper:.2%} <= {max_rate:.2%} at {confidence:.0%} (Bonferroni over the grid)")
+        reason = (
+            f"bound holds from {bound_t} on the grid {list(grid)}; threshold "
+            f"{threshold:.4f} (also above every non-green P(green), max {top:.4f}): "
+            f"{n_auto} of {n} answered automatically, {fg} false, upper bound "
+            f"{upper:.2%} <= {max_rate:.2%} at {confidence:.0%} (Bonferroni over the grid)"
+        )
     else:
-        reason = (f"no grid threshold bounds the false-green rate under {max_rate:.2%} at "
-                  f"{confidence:.0%}; conservative threshold {threshold:.4f} (highest non-green "
-                  f"P(green) {top:.4f} + {margin}, floor {floor}): {n_auto} of {n} answered "
-                  f"automatically, 0 false; about {labels_needed} labelled tickets at this mix "
-                  f"would be needed for the bound ({need_auto} auto-answered without a false green)")
-    return GreenChoice(threshold=float(threshold), rule=rule, max_rate=max_rate,
-                       confidence=confidence, n=n, n_auto=n_auto, false_greens=fg,
-                       upper_bound=upper, max_non_green=top, greens_cleared=cleared,
-                       labels_needed=labels_needed, reason=reason)
+        reason = (
+            f"no grid threshold bounds the false-green rate under {max_rate:.2%} at "
+            f"{confidence:.0%}; conservative threshold {threshold:.4f} (highest non-green "
+            f"P(green) {top:.4f} + {margin}, floor {floor}): {n_auto} of {n} answered "
+            f"automatically, 0 false; about {labels_needed} labelled tickets at this mix "
+            f"would be needed for the bound ({need_auto} auto-answered without a false green)"
+        )
+    return GreenChoice(
+        threshold=float(threshold),
+        rule=rule,
+        max_rate=max_rate,
+        confidence=confidence,
+        n=n,
+        n_auto=n_auto,
+        false_greens=fg,
+        upper_bound=upper,
+        max_non_green=top,
+        greens_cleared=cleared,
+        labels_needed=labels_needed,
+        reason=reason,
+    )
 
 
 class YellowFlagChoice(msgspec.Struct, frozen=True):
@@ -132,8 +152,9 @@ class YellowFlagChoice(msgspec.Struct, frozen=True):
     reason: str
 
 
-def choose_yellow_flag(p_yes: np.ndarray, true_level: np.ndarray, *, default: float,
-                       margin: float = 0.02) -> YellowFlagChoice:
+def choose_yellow_flag(
+    p_yes: np.ndarray, true_level: np.ndarray, *, default: float, margin: float = 0.02
+) -> YellowFlagChoice:
     """Threshold of a flag that only forbids green and has no labels of its own (instructions).
 
     The policy makes any ticket with the flag at least yellow, so every ticket labelled green
@@ -145,14 +166,20 @@ def choose_yellow_flag(p_yes: np.ndarray, true_level: np.ndarray, *, default: fl
     p_yes = np.asarray(p_yes, dtype=np.float64)
     green = np.asarray(true_level) == GREEN
     if not green.any():
-        return YellowFlagChoice(threshold=default, max_on_green=float("nan"), n_green=0,
-                                reason=f"no green labels: default {default} kept")
+        return YellowFlagChoice(
+            threshold=default, max_on_green=float("nan"), n_green=0, reason=f"no green labels: default {default} kept"
+        )
     top = float(p_yes[green].max())
     threshold = min(1.0, top + margin)
     return YellowFlagChoice(
-        threshold=threshold, max_on_green=top, n_green=int(green.sum()),
-        reason=(f"highest P(yes) on the {int(green.sum())} green-labelled tickets is {top:.3f}; "
-                f"+{margin} margin = {threshold:.3f} (default {default})"))
+        threshold=threshold,
+        max_on_green=top,
+        n_green=int(green.sum()),
+        reason=(
+            f"highest P(yes) on the {int(green.sum())} green-labelled tickets is {top:.3f}; "
+            f"+{margin} margin = {threshold:.3f} (default {default})"
+        ),
+    )
 
 
 class RedChoice(msgspec.Struct, frozen=True):
@@ -166,9 +193,15 @@ class RedChoice(msgspec.Struct, frozen=True):
     n_red: int
 
 
-def choose_red(p_red: np.ndarray, p_flags: dict[str, np.ndarray], true_level: np.ndarray,
-               flag_labels: dict[str, np.ndarray] | None = None, *, target: float = 0.9,
-               grid: tuple[float, ...] = DEFAULT_GRID) -> RedChoice:
+def choose_red(
+    p_red: np.ndarray,
+    p_flags: dict[str, np.ndarray],
+    true_level: np.ndarray,
+    flag_labels: dict[str, np.ndarray] | None = None,
+    *,
+    target: float = 0.9,
+    grid: tuple[float, ...] = DEFAULT_GRID,
+) -> RedChoice:
     """Red and per-flag thresholds: red recall >= target with the fewest over-escalations.
 
     Exhaustive over grid^(1 + flags). Ties go to higher recall, then fewer flags raised on
@@ -198,8 +231,7 @@ def choose_red(p_red: np.ndarray, p_flags: dict[str, np.ndarray], true_level: np
     for axis, f in enumerate(names):
         fires = np.asarray(p_flags[f], dtype=np.float64)[None, :] >= g[:, None]
         any_flag = any_flag | along(axis, fires)
-        labels = (np.asarray(flag_labels[f]) if flag_labels and f in flag_labels
-                  else np.full(n, -1))
+        labels = np.asarray(flag_labels[f]) if flag_labels and f in flag_labels else np.full(n, -1)
         fp = fp + along(axis, (fires & (labels == 0)[None, :]).sum(axis=1))
         dist = dist + along(axis, np.abs(g - mid))
     shape = (len(g),) + (len(g),) * k
@@ -218,19 +250,29 @@ def choose_red(p_red: np.ndarray, p_flags: dict[str, np.ndarray], true_level: np
     primary = np.where(reached, 0, 1)
     second = np.where(reached, over, -recall)
     third = np.where(reached, -recall, over)
-    order = np.lexsort((dists.ravel(), fps.ravel(), third.ravel(), second.ravel(),
-                        primary.ravel()))
+    order = np.lexsort((dists.ravel(), fps.ravel(), third.ravel(), second.ravel(), primary.ravel()))
     best = np.unravel_index(order[0], shape)
-    return RedChoice(red=float(g[best[0]]),
-                     flags={f: float(g[best[1 + a]]) for a, f in enumerate(names)},
-                     recall=float(recall[best]), over_escalations=int(over[best]),
-                     flag_false_positives=int(fps[best]), target=target,
-                     target_reached=bool(reached[best]), n_red=n_red)
+    return RedChoice(
+        red=float(g[best[0]]),
+        flags={f: float(g[best[1 + a]]) for a, f in enumerate(names)},
+        recall=float(recall[best]),
+        over_escalations=int(over[best]),
+        flag_false_positives=int(fps[best]),
+        target=target,
+        target_reached=bool(reached[best]),
+        n_red=n_red,
+    )
 
 
-def levels(p_green: np.ndarray, p_red: np.ndarray, p_flags: dict[str, np.ndarray],
-           green: float, red: float, flags: dict[str, float],
-           blocked: np.ndarray | None = None) -> np.ndarray:
+def levels(
+    p_green: np.ndarray,
+    p_red: np.ndarray,
+    p_flags: dict[str, np.ndarray],
+    green: float,
+    red: float,
+    flags: dict[str, float],
+    blocked: np.ndarray | None = None,
+) -> np.ndarray:
     """Level per ticket under service.l2.decision's rule, from probabilities.
 
     red flag P(yes) >= its threshold, or P(red) >= red -> red; else P(green) >= green and not
@@ -252,8 +294,7 @@ def levels(p_green: np.ndarray, p_red: np.ndarray, p_flags: dict[str, np.ndarray
 def confusion(true_level: np.ndarray, predicted: np.ndarray) -> list[list[int]]:
     """3x3 counts, rows = labelled level, columns = predicted (green, yellow, red)."""
     m = np.zeros((3, 3), dtype=np.int64)
-    np.add.at(m, (np.asarray(true_level, dtype=np.int64), np.asarray(predicted, dtype=np.int64)),
-              1)
+    np.add.at(m, (np.asarray(true_level, dtype=np.int64), np.asarray(predicted, dtype=np.int64)), 1)
     return m.tolist()
 
 
@@ -273,10 +314,12 @@ def summarise(true_level: np.ndarray, predicted: np.ndarray) -> LevelSummary:
     p = np.asarray(predicted, dtype=np.int64)
     n_red = int((t == RED).sum())
     return LevelSummary(
-        n=len(t), accuracy=float((t == p).mean()) if len(t) else 0.0,
+        n=len(t),
+        accuracy=float((t == p).mean()) if len(t) else 0.0,
         false_greens=int(((p == GREEN) & (t != GREEN)).sum()),
         missed_reds=int(((t == RED) & (p != RED)).sum()),
         over_escalations=int((p > t).sum()),
         red_recall=float(((t == RED) & (p == RED)).sum() / n_red) if n_red else 0.0,
         green_rate=float((p == GREEN).mean()) if len(t) else 0.0,
-        confusion=confusion(t, p))
+        confusion=confusion(t, p),
+    )

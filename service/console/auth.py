@@ -48,10 +48,10 @@ def is_secure(connection: ASGIConnection) -> bool:
     return connection.url.scheme == "https" or forwarded == "https"
 
 
-def make_cookie(connection: ASGIConnection, key: str, value: str, max_age: int,
-            path: str = COOKIE_PATH) -> Cookie:
-    return Cookie(key=key, value=value, max_age=max_age, path=path, httponly=True,
-                  samesite="strict", secure=is_secure(connection))
+def make_cookie(connection: ASGIConnection, key: str, value: str, max_age: int, path: str = COOKIE_PATH) -> Cookie:
+    return Cookie(
+        key=key, value=value, max_age=max_age, path=path, httponly=True, samesite="strict", secure=is_secure(connection)
+    )
 
 
 def expired(connection: ASGIConnection, key: str, path: str = COOKIE_PATH) -> Cookie:
@@ -80,8 +80,7 @@ def session_cookies(connection: ASGIConnection, signer: SessionSigner, name: str
     encoded = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
     return [
         make_cookie(connection, SESSION_COOKIE, session, SESSION_TTL_S),
-        make_cookie(connection, OPERATOR_COOKIE, f"{encoded}.{_name_mac(signer, session, name)}",
-                SESSION_TTL_S),
+        make_cookie(connection, OPERATOR_COOKIE, f"{encoded}.{_name_mac(signer, session, name)}", SESSION_TTL_S),
         expired(connection, LOGIN_COOKIE, "/ui/login"),
     ]
 

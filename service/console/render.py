@@ -24,8 +24,8 @@ STATIC = HERE / "static"
 # (the bars are SVG attributes, so no inline style is needed either).
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-                               "img-src 'self'; connect-src 'self'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
+    "img-src 'self'; connect-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
@@ -67,8 +67,12 @@ def asset_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def page(template: str, status_code: int = 200, cookies: list[Cookie] | None = None,
-         **context: Any) -> Response[str]:
+def page(template: str, status_code: int = 200, cookies: list[Cookie] | None = None, **context: Any) -> Response[str]:
     html = environment().get_template(template).render(**context)
-    return Response(html, status_code=status_code, media_type="text/html; charset=utf-8",
-                    headers=dict(HEADERS), cookies=cookies or [])
+    return Response(
+        html,
+        status_code=status_code,
+        media_type="text/html; charset=utf-8",
+        headers=dict(HEADERS),
+        cookies=cookies or [],
+    )

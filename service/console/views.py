@@ -49,6 +49,7 @@ def human_age(seconds: float) -> str:
 
 # --- the ticket text with the fired rules' spans marked ------------------------------------------
 
+
 class Segment(msgspec.Struct, frozen=True):
     text: str
     rules: tuple[str, ...] = ()  # ids of the rules whose span covers this piece
@@ -88,6 +89,7 @@ def highlight(text: str, hits: Iterable[RuleHit]) -> list[Segment]:
 
 
 # --- L2 answers as bars ---------------------------------------------------------------------------
+
 
 class Bar(msgspec.Struct, frozen=True):
     option: str
@@ -133,12 +135,16 @@ def answer_view(name: str, answer: Answer) -> AnswerView:
     if probabilities is None and answer.kind == "boolean" and answer.probability is not None:
         probabilities = {"yes": answer.probability, "no": 1.0 - answer.probability}
     return AnswerView(
-        name=name, kind=answer.kind, chosen=answer.chosen, method=answer.method,
+        name=name,
+        kind=answer.kind,
+        chosen=answer.chosen,
+        method=answer.method,
         calibrated=is_calibrated(answer),
         bars=_bars(answer.options, probabilities, answer.chosen),
-        coverage=answer.coverage, confidence=answer.confidence, value=answer.value,
-        raw=_bars(answer.options, answer.raw_probabilities, answer.chosen)
-        if answer.calibrated else [],
+        coverage=answer.coverage,
+        confidence=answer.confidence,
+        value=answer.value,
+        raw=_bars(answer.options, answer.raw_probabilities, answer.chosen) if answer.calibrated else [],
     )
 
 
@@ -158,8 +164,7 @@ def guesses(values: Mapping[str, Any], calibrated_fields: Iterable[str]) -> froz
     """The shown fields that have a value no calibration mapped: the model's guesses, to be shown
     as such (muted, tagged, never coloured like a finding, never pre-filled as a label)."""
     calibrated = set(calibrated_fields)
-    return frozenset(name for name in SHOWN_FIELDS
-                     if values.get(name) is not None and name not in calibrated)
+    return frozenset(name for name in SHOWN_FIELDS if values.get(name) is not None and name not in calibrated)
 
 
 class TicketView(msgspec.Struct, frozen=True):
@@ -195,21 +200,31 @@ def ticket_view(stored: StoredTicket, now: float) -> TicketView:
     if result:
         flags |= {f for f in result.l2.red_flags if f in RED_FLAGS}
     accepted_at = stored.accepted_at if stored.accepted_at is not None else now
-    shown = {"category": result.category, "urgency": result.urgency,
-             "team": result.l2.team} if result else {}
+    shown = {"category": result.category, "urgency": result.urgency, "team": result.l2.team} if result else {}
     return TicketView(
-        id=stored.id, status=stored.status or "queued", level=stored.level,
-        subject=request.subject, text=text, segments=highlight(text, l1.rules), rules=l1.rules,
-        l1_level=l1.level, result=result,
+        id=stored.id,
+        status=stored.status or "queued",
+        level=stored.level,
+        subject=request.subject,
+        text=text,
+        segments=highlight(text, l1.rules),
+        rules=l1.rules,
+        l1_level=l1.level,
+        result=result,
         answers=ordered_answers(result.l2.answers) if result else [],
-        category=shown.get("category"), urgency=shown.get("urgency"), team=shown.get("team"),
+        category=shown.get("category"),
+        urgency=shown.get("urgency"),
+        team=shown.get("team"),
         guesses=guesses(shown, result.calibrated_fields if result else ()),
-        age_s=now - accepted_at, request=request, suggested_flags=frozenset(flags),
+        age_s=now - accepted_at,
+        request=request,
+        suggested_flags=frozenset(flags),
         decision=stored.decision,
     )
 
 
 # --- the decision form -----------------------------------------------------------------------------
+
 
 def _step(level: Level, by: int) -> Level | None:
     index = LEVELS.index(level) + by
@@ -261,13 +276,18 @@ def decision_from_form(form: Mapping[str, str], given: Level, operator: str) -> 
         level = chosen  # type: ignore[assignment]
     note = form.get("note", "").strip() or None
     return DecisionIn(
-        operator=operator, action="escalate" if action == "false_green" else action,  # type: ignore[arg-type]
-        correct_level=level, category=form.get("category") or None, flags=flags,
-        false_green=false_green, note=note,
+        operator=operator,
+        action="escalate" if action == "false_green" else action,  # type: ignore[arg-type]
+        correct_level=level,
+        category=form.get("category") or None,
+        flags=flags,
+        false_green=false_green,
+        note=note,
     )
 
 
 # --- the status strip ------------------------------------------------------------------------------
+
 
 class Calibration(msgspec.Struct, frozen=True):
     state: str  # "current", "stale", "uncalibrated", "unknown", "no worker", "mixed"
@@ -320,16 +340,20 @@ def calibration_status(workers: list[Mapping[str, Any]], now: float) -> Calibrat
     is added. When workers disagree the strip says so rather than picking one.
     """
     if not workers:
-        return Calibration(state="no worker", version=None, age_s=None,
-                           detail="no worker heartbeat: nothing is being triaged")
+        return Calibration(
+            state="no worker", version=None, age_s=None, detail="no worker heartbeat: nothing is being triaged"
+        )
     known = [(w, w["calibration"]) for w in workers if isinstance(w.get("calibration"), Mapping)]
     if not known:
-        return Calibration(state="unknown", version=None, age_s=None,
-                           detail="workers do not report their calibration")
+        return Calibration(state="unknown", version=None, age_s=None, detail="workers do not report their calibration")
     versions = sorted({str(c.get("version")) for _, c in known if c.get("version")})
     if len(versions) > 1:
-        return Calibration(state="mixed", version=", ".join(versions), age_s=None,
-                           detail="workers serve different calibration versions")
+        return Calibration(
+            state="mixed",
+            version=", ".join(versions),
+            age_s=None,
+            detail="workers serve different calibration versions",
+        )
     beat, report = known[0]
     age = _number(report.get("age_s"))
     if age is not None:
@@ -341,8 +365,7 @@ def calibration_status(workers: list[Mapping[str, Any]], now: float) -> Calibrat
         state = "stale"
     else:
         state = "current" if versions else "uncalibrated"
-    return Calibration(state=state, version=versions[0] if versions else None, age_s=age,
-                       detail=detail)
+    return Calibration(state=state, version=versions[0] if versions else None, age_s=age, detail=detail)
 
 
 def status_strip(gauges: Mapping[str, Any], workers: list[Mapping[str, Any]], now: float) -> Status:
@@ -354,7 +377,10 @@ def status_strip(gauges: Mapping[str, Any], workers: list[Mapping[str, Any]], no
         backlog=int(gauges.get("backlog") or 0),
         workers=len(workers),
         calibration=calibration_status(workers, now),
-        audit=Audit(kappa=_number(audit.get("kappa")), gating=_flag(audit.get("gating")),
-                    false_green_rate=_number(audit.get("false_green_rate")),
-                    age_s=now - last_run if last_run else None),
+        audit=Audit(
+            kappa=_number(audit.get("kappa")),
+            gating=_flag(audit.get("gating")),
+            false_green_rate=_number(audit.get("false_green_rate")),
+            age_s=now - last_run if last_run else None,
+        ),
     )

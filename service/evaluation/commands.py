@@ -11,8 +11,17 @@ from typing import Any
 from service.progress import add_quiet_argument, progress
 
 # Identity of a run, carried over when a report is recomputed from its rows.
-IDENTITY_KEYS = ("model", "prompt_sha", "rules_sha", "calibrated", "l1_present", "mode",
-                 "n_threads", "calibration", "thresholds")
+IDENTITY_KEYS = (
+    "model",
+    "prompt_sha",
+    "rules_sha",
+    "calibrated",
+    "l1_present",
+    "mode",
+    "n_threads",
+    "calibration",
+    "thresholds",
+)
 
 
 def _say(message: str) -> None:
@@ -107,8 +116,10 @@ def _rows_thresholds(args: argparse.Namespace, previous: dict, rows: list[dict])
             raise EvalError(f"calibration artifact {choice}: {error}") from None
     if not any(r.get("calibrated") for r in rows):
         return Thresholds()
-    _say("green_curve left out: the rows were calibrated and nothing says with which "
-         "thresholds (pass --calibration ARTIFACT)")
+    _say(
+        "green_curve left out: the rows were calibrated and nothing says with which "
+        "thresholds (pass --calibration ARTIFACT)"
+    )
     return None
 
 
@@ -131,8 +142,9 @@ def replay(args: argparse.Namespace, settings: Any) -> tuple[dict, list[dict]]:
     if choice.lower() != "none":
         from service.evaluation.run import served_calibration
 
-        classifier.set_calibrator(load_calibration(choice, classifier) if choice
-                                  else served_calibration(settings, classifier, _say))
+        classifier.set_calibrator(
+            load_calibration(choice, classifier) if choice else served_calibration(settings, classifier, _say)
+        )
 
     partial = Path(args.rows).open("w", encoding="utf-8") if args.rows else None
     features: dict[str, list] | None = {} if args.features else None
@@ -146,8 +158,7 @@ def replay(args: argparse.Namespace, settings: Any) -> tuple[dict, list[dict]]:
             bar.update(1)
 
         try:
-            report, rows = run_eval(settings, records, classifier=classifier, on_row=on_row,
-                                    features=features, l1=l1)
+            report, rows = run_eval(settings, records, classifier=classifier, on_row=on_row, features=features, l1=l1)
         finally:
             if partial is not None:
                 partial.close()
@@ -179,36 +190,60 @@ def _classifier(args: argparse.Namespace, settings: Any) -> Any:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "eval", help="run L1 + L2 offline over a labelled JSONL and print the metrics",
+        "eval",
+        help="run L1 + L2 offline over a labelled JSONL and print the metrics",
         description="Runs the whole pipeline (L1 rules, L2 model, max) over a labelled file in "
-                    "the risk policy's format; writes the metrics as JSON and prints a table.")
+        "the risk policy's format; writes the metrics as JSON and prints a table.",
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="labelled JSONL (risk policy format)")
     source.add_argument("--from-rows", help="recompute the metrics from a ROWS file (no model)")
-    parser.add_argument("--json", required=True,
-                        help="where to write the metrics (JSON); '-' for stdout (the table then "
-                             "goes to stderr)")
+    parser.add_argument(
+        "--json",
+        required=True,
+        help="where to write the metrics (JSON); '-' for stdout (the table then goes to stderr)",
+    )
     parser.add_argument("--rows", help="optional JSONL: one line per ticket with probabilities")
     parser.add_argument("--features", help="optional .npz: the L2 hidden states per question")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tickets")
-    parser.add_argument("--model-size", choices=("0.5b", "1.5b"), default="",
-                        help="bundled model to use (default TRIAGE_MODEL_SIZE)")
+    parser.add_argument(
+        "--model-size", choices=("0.5b", "1.5b"), default="", help="bundled model to use (default TRIAGE_MODEL_SIZE)"
+    )
     parser.add_argument("--model", default="", help="any GGUF path (default TRIAGE_MODEL_PATH)")
-    parser.add_argument("--risk-permutations", type=int, default=0,
-                        help="option orders averaged for the risk question (default: prompts/)")
-    parser.add_argument("--mode", choices=("parallel", "rewind", "fused"), default="",
-                        help="how questions share the ticket's KV (default: fused)")
-    parser.add_argument("--calibration", default="", metavar="ARTIFACT",
-                        help="calibration artifact to apply: a directory, or 'none' for raw "
-                             "logits and default thresholds (default: the artifact the worker "
-                             "would load from TRIAGE_CALIBRATION_DIR). Grading an artifact on the "
-                             "tickets it was trained on flatters it. With --from-rows: the "
-                             "artifact whose thresholds the green curve moves from.")
-    parser.add_argument("--analysis", action="store_true",
-                        help="add the option-order study and a threshold choice (tune half -> "
-                             "holdout half, calibration's rule) under the key 'analysis'")
-    parser.add_argument("--plots", default="", metavar="DIR",
-                        help="also draw the confusion matrix and the greens-cleared / "
-                             "false-greens curve as PNGs in DIR (matplotlib, offline extra)")
+    parser.add_argument(
+        "--risk-permutations",
+        type=int,
+        default=0,
+        help="option orders averaged for the risk question (default: prompts/)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("parallel", "rewind", "fused"),
+        default="",
+        help="how questions share the ticket's KV (default: fused)",
+    )
+    parser.add_argument(
+        "--calibration",
+        default="",
+        metavar="ARTIFACT",
+        help="calibration artifact to apply: a directory, or 'none' for raw "
+        "logits and default thresholds (default: the artifact the worker "
+        "would load from TRIAGE_CALIBRATION_DIR). Grading an artifact on the "
+        "tickets it was trained on flatters it. With --from-rows: the "
+        "artifact whose thresholds the green curve moves from.",
+    )
+    parser.add_argument(
+        "--analysis",
+        action="store_true",
+        help="add the option-order study and a threshold choice (tune half -> "
+        "holdout half, calibration's rule) under the key 'analysis'",
+    )
+    parser.add_argument(
+        "--plots",
+        default="",
+        metavar="DIR",
+        help="also draw the confusion matrix and the greens-cleared / "
+        "false-greens curve as PNGs in DIR (matplotlib, offline extra)",
+    )
     add_quiet_argument(parser)
     parser.set_defaults(func=cmd_eval)

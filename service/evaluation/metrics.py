@@ -58,8 +58,7 @@ def risk_metrics(truth: list[str], predicted: list[str]) -> dict[str, Any]:
         "missed_reds": s.missed_reds,
         "over_escalations": s.over_escalations,
         "red_recall": s.red_recall if n_red else None,
-        "confusion": {t: {p: s.confusion[i][j] for j, p in enumerate(LEVELS)}
-                      for i, t in enumerate(LEVELS)},
+        "confusion": {t: {p: s.confusion[i][j] for j, p in enumerate(LEVELS)} for i, t in enumerate(LEVELS)},
     }
 
 
@@ -73,8 +72,7 @@ def helpdesk(rows: list[dict]) -> dict[str, Any]:
     return {
         "answered_automatically": _share(sum(r["predicted"] == "green" for r in rows), n),
         "greens_cleared": _share(cleared, len(greens)),
-        "false_green_ids": sorted(r["id"] for r in rows
-                                  if r["predicted"] == "green" and r["truth"] != "green"),
+        "false_green_ids": sorted(r["id"] for r in rows if r["predicted"] == "green" and r["truth"] != "green"),
         "greens_escalated": escalated,
         "greens_escalated_share": _share(escalated, len(greens)),
         "blocked_by_ood": sum(ood_blocked(r) for r in rows),
@@ -113,8 +111,7 @@ def risk_ece(rows: list[dict]) -> float | None:
     have = [r for r in rows if (r.get("probabilities") or {}).get("risk")]
     if not have:
         return None
-    probs = np.array([[r["probabilities"]["risk"].get(level, 0.0) for level in LEVELS]
-                      for r in have])
+    probs = np.array([[r["probabilities"]["risk"].get(level, 0.0) for level in LEVELS] for r in have])
     return ece(probs, _indices([r["truth"] for r in have]))
 
 
@@ -139,14 +136,15 @@ def signal(rows: list[dict]) -> dict[str, float | None]:
     """AUC of L2's readouts against the labels: the ranking signal, whatever the bias."""
     out: dict[str, float | None] = {}
     risky = [r for r in rows if (r.get("probabilities") or {}).get("risk")]
-    out["risk_p_red_vs_rest"] = auc([r["probabilities"]["risk"]["red"] for r in risky],
-                                    [r["truth"] == "red" for r in risky])
-    out["risk_p_green_vs_rest"] = auc([r["probabilities"]["risk"]["green"] for r in risky],
-                                      [r["truth"] == "green" for r in risky])
+    out["risk_p_red_vs_rest"] = auc(
+        [r["probabilities"]["risk"]["red"] for r in risky], [r["truth"] == "red" for r in risky]
+    )
+    out["risk_p_green_vs_rest"] = auc(
+        [r["probabilities"]["risk"]["green"] for r in risky], [r["truth"] == "green" for r in risky]
+    )
     for flag in RED_FLAGS:
         have = [r for r in rows if (r.get("flags") or {}).get(flag) is not None]
-        out[flag] = auc([r["flags"][flag] for r in have],
-                        [bool((r.get("flags_truth") or {}).get(flag)) for r in have])
+        out[flag] = auc([r["flags"][flag] for r in have], [bool((r.get("flags_truth") or {}).get(flag)) for r in have])
     return out
 
 
@@ -162,8 +160,7 @@ def flag_metrics(rows: list[dict]) -> dict[str, dict[str, Any]]:
             tp += truth and pred
             fp += pred and not truth
             fn += truth and not pred
-        out[flag] = {"tp": tp, "fp": fp, "fn": fn, "recall": _share(tp, tp + fn),
-                     "precision": _share(tp, tp + fp)}
+        out[flag] = {"tp": tp, "fp": fp, "fn": fn, "recall": _share(tp, tp + fn), "precision": _share(tp, tp + fp)}
     return out
 
 
@@ -172,8 +169,7 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     """Every metric of the eval JSON that comes from the rows alone (no model identity)."""
     out = risk_metrics([r["truth"] for r in rows], [r["predicted"] for r in rows])
     out.update(helpdesk(rows))
-    out["category_accuracy"] = accuracy([r.get("category_truth") for r in rows],
-                                        [r.get("category") for r in rows])
+    out["category_accuracy"] = accuracy([r.get("category_truth") for r in rows], [r.get("category") for r in rows])
     out["ece_risk"] = risk_ece(rows)
     out["per_language"] = per_group(rows, "language")
     out["per_category"] = per_group(rows, "category_truth")
@@ -191,8 +187,17 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     return out
 
 
-HALF_KEYS = ("n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall",
-             "category_accuracy", "answered_automatically", "greens_cleared")
+HALF_KEYS = (
+    "n",
+    "accuracy",
+    "false_greens",
+    "missed_reds",
+    "over_escalations",
+    "red_recall",
+    "category_accuracy",
+    "answered_automatically",
+    "greens_cleared",
+)
 
 
 def halves(rows: list[dict], key: str = "truth") -> tuple[set[str], set[str]]:
@@ -249,24 +254,39 @@ def relevel(rows: list[dict], thresholds: Any, variant: str | None = None) -> li
     return out
 
 
-def green_curve(rows: list[dict], thresholds: Any,
-                grid: tuple[float, ...] = CURVE_GRID) -> list[dict[str, Any]]:
+def green_curve(rows: list[dict], thresholds: Any, grid: tuple[float, ...] = CURVE_GRID) -> list[dict[str, Any]]:
     """Greens cleared and false greens (final level) as the green threshold moves, every other
     threshold as served: what lowering or raising the one threshold would buy and cost."""
     out = []
     for green in grid:
         decided = relevel(rows, msgspec.structs.replace(thresholds, green=green))
         h = helpdesk(decided)
-        out.append({"green": green, "greens_cleared": h["greens_cleared"],
-                    "false_greens": len(h["false_green_ids"]),
-                    "answered_automatically": h["answered_automatically"]})
+        out.append(
+            {
+                "green": green,
+                "greens_cleared": h["greens_cleared"],
+                "false_greens": len(h["false_green_ids"]),
+                "answered_automatically": h["answered_automatically"],
+            }
+        )
     return out
 
 
 def _brief(rows: list[dict]) -> dict[str, Any]:
     s = summarize(rows)
-    out = {k: s[k] for k in ("n", "accuracy", "false_greens", "missed_reds", "over_escalations",
-                             "red_recall", "ece_risk", "greens_cleared")}
+    out = {
+        k: s[k]
+        for k in (
+            "n",
+            "accuracy",
+            "false_greens",
+            "missed_reds",
+            "over_escalations",
+            "red_recall",
+            "ece_risk",
+            "greens_cleared",
+        )
+    }
     out["l2_accuracy"] = (s["l2_only"] or {}).get("accuracy")
     out["l2_false_greens"] = (s["l2_only"] or {}).get("false_greens")
     return out
@@ -294,8 +314,7 @@ def permutation_study(rows: list[dict]) -> dict[str, Any] | None:
     }
 
 
-def _level_inputs(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray],
-                                             np.ndarray]:
+def _level_inputs(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """p_green, p_red, P(yes) per red flag and the true level of the rows read on logits."""
     from service.l2.decision import p_yes
 
@@ -311,8 +330,12 @@ def _level_inputs(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, dict[str, n
         for f in RED_FLAGS:
             flags[f].append(p_yes(answers[f]))
         truth.append(LEVEL_INDEX[row["truth"]])
-    return (np.array(p_green), np.array(p_red), {f: np.array(v) for f, v in flags.items()},
-            np.array(truth, dtype=np.int64))
+    return (
+        np.array(p_green),
+        np.array(p_red),
+        {f: np.array(v) for f, v in flags.items()},
+        np.array(truth, dtype=np.int64),
+    )
 
 
 def threshold_study(rows: list[dict]) -> dict[str, Any]:
@@ -328,11 +351,11 @@ def threshold_study(rows: list[dict]) -> dict[str, Any]:
     if not len(truth):
         return {"chosen": None, "reason": "no tune-half ticket was read on logits"}
     cfg = FitConfig()
-    green = choose_green(p_green, truth, max_rate=cfg.max_false_green_rate,
-                         confidence=cfg.confidence)
+    green = choose_green(p_green, truth, max_rate=cfg.max_false_green_rate, confidence=cfg.confidence)
     red = choose_red(p_red, p_flags, truth, target=cfg.red_target, grid=cfg.grid)
-    chosen = msgspec.structs.replace(Thresholds(), green=green.threshold, red=red.red,
-                                     flags={**Thresholds().flags, **red.flags})
+    chosen = msgspec.structs.replace(
+        Thresholds(), green=green.threshold, red=red.red, flags={**Thresholds().flags, **red.flags}
+    )
 
     def graded(subset: list[dict]) -> dict[str, Any]:
         decided = relevel(subset, chosen)
@@ -342,9 +365,13 @@ def threshold_study(rows: list[dict]) -> dict[str, Any]:
 
     tune_m = graded(tune)
     tune_m.pop("confusion")
-    return {"chosen": msgspec.to_builtins(chosen), "green_reason": green.reason,
-            "tune": tune_m, "holdout": graded(holdout),
-            "default_holdout": _brief(relevel(holdout, Thresholds()))}
+    return {
+        "chosen": msgspec.to_builtins(chosen),
+        "green_reason": green.reason,
+        "tune": tune_m,
+        "holdout": graded(holdout),
+        "default_holdout": _brief(relevel(holdout, Thresholds())),
+    }
 
 
 def analysis(rows: list[dict]) -> dict[str, Any]:

@@ -9,8 +9,16 @@ from typing import Any
 
 from service.labelled import LEVELS
 
-COLUMNS = ("n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall",
-           "greens_cleared", "answered_automatically")
+COLUMNS = (
+    "n",
+    "accuracy",
+    "false_greens",
+    "missed_reds",
+    "over_escalations",
+    "red_recall",
+    "greens_cleared",
+    "answered_automatically",
+)
 
 
 def _fmt(value: Any) -> str:
@@ -28,11 +36,13 @@ def _line(name: str, metrics: dict, width: int = 16) -> str:
 def table(report: dict) -> str:
     """The printed summary: one line per layer, per language and category, the confusion
     matrix, and the false greens by ticket id."""
-    short = ("n", "accuracy", "false_g", "missed_r", "over_esc", "red_rec", "greens_clr",
-             "auto")
+    short = ("n", "accuracy", "false_g", "missed_r", "over_esc", "red_rec", "greens_clr", "auto")
     lines = [f"{'':16}" + "".join(f"{c:>12}" for c in short)]
-    for name, metrics in (("L1 + L2 (final)", report), ("L1 only", report.get("l1_only")),
-                          ("L2 only", report.get("l2_only"))):
+    for name, metrics in (
+        ("L1 + L2 (final)", report),
+        ("L1 only", report.get("l1_only")),
+        ("L2 only", report.get("l2_only")),
+    ):
         if metrics:
             lines.append(_line(name, metrics))
     for title, key in (("language", "per_language"), ("category", "per_category")):
@@ -40,12 +50,16 @@ def table(report: dict) -> str:
         if groups:
             lines.append(f"per {title}:")
             lines.extend(_line(f"  {name}", metrics) for name, metrics in groups.items())
-    lines.append(f"category accuracy {_fmt(report.get('category_accuracy'))}   "
-                 f"ECE(risk) {_fmt(report.get('ece_risk'))}   latency ms p50 "
-                 f"{_fmt(report['latency_ms']['p50'])} p95 {_fmt(report['latency_ms']['p95'])}"
-                 f"   blocked by OOD gate {_fmt(report.get('blocked_by_ood'))}")
-    lines.append("confusion (rows truth, columns predicted): " + "  ".join(
-        f"{t}: " + "/".join(str(report["confusion"][t][p]) for p in LEVELS) for t in LEVELS))
+    lines.append(
+        f"category accuracy {_fmt(report.get('category_accuracy'))}   "
+        f"ECE(risk) {_fmt(report.get('ece_risk'))}   latency ms p50 "
+        f"{_fmt(report['latency_ms']['p50'])} p95 {_fmt(report['latency_ms']['p95'])}"
+        f"   blocked by OOD gate {_fmt(report.get('blocked_by_ood'))}"
+    )
+    lines.append(
+        "confusion (rows truth, columns predicted): "
+        + "  ".join(f"{t}: " + "/".join(str(report["confusion"][t][p]) for p in LEVELS) for t in LEVELS)
+    )
     ids = report.get("false_green_ids")
     if ids:
         lines.append("false greens: " + ", ".join(ids))
@@ -81,8 +95,7 @@ def write_plots(report: dict, directory: str | Path) -> list[Path]:
     top = max(max(row) for row in counts) or 1
     for i, row in enumerate(counts):
         for j, value in enumerate(row):
-            ax.text(j, i, str(value), ha="center", va="center",
-                    color="white" if value > top / 2 else "black")
+            ax.text(j, i, str(value), ha="center", va="center", color="white" if value > top / 2 else "black")
     ax.set_xticks(range(3), LEVELS)
     ax.set_yticks(range(3), LEVELS)
     ax.set_xlabel("predicted (L1 + L2)")
@@ -97,8 +110,13 @@ def write_plots(report: dict, directory: str | Path) -> list[Path]:
         fig = Figure(figsize=(6, 3.6))
         ax = fig.add_subplot()
         x = [p["green"] for p in curve]
-        ax.step(x, [100 * (p["greens_cleared"] or 0.0) for p in curve], where="post",
-                color="tab:green", label="greens cleared (%)")
+        ax.step(
+            x,
+            [100 * (p["greens_cleared"] or 0.0) for p in curve],
+            where="post",
+            color="tab:green",
+            label="greens cleared (%)",
+        )
         ax.set_xlabel("green threshold (P(green) needed)")
         ax.set_ylabel("greens cleared (%)")
         ax.set_ylim(0, 100)

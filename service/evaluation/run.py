@@ -31,8 +31,9 @@ class L1:
             from service.l1 import PackError, evaluate, load_pack
         except ImportError as error:
             # Grading L2 alone and calling it the service would hide every L1 catch and miss.
-            raise EvalError(f"L1 cannot be imported ({error}); the eval grades L1 + L2 as "
-                            "served and will not run without L1") from None
+            raise EvalError(
+                f"L1 cannot be imported ({error}); the eval grades L1 + L2 as served and will not run without L1"
+            ) from None
         try:
             self.pack = load_pack(rules_dir)
         except PackError as error:
@@ -47,10 +48,14 @@ class L1:
         return self._evaluate(self.pack, text)
 
 
-def run_eval(settings: Any, records: list[LabelledTicket], classifier: Any = None,
-             on_row: Callable[[dict], None] | None = None,
-             features: dict[str, list] | None = None, l1: L1 | None = None
-             ) -> tuple[dict, list[dict]]:
+def run_eval(
+    settings: Any,
+    records: list[LabelledTicket],
+    classifier: Any = None,
+    on_row: Callable[[dict], None] | None = None,
+    features: dict[str, list] | None = None,
+    l1: L1 | None = None,
+) -> tuple[dict, list[dict]]:
     """Run L1 + L2 + max over the records: (report, rows). When `features` is a dict, the hidden
     states are appended to it per question (with "ids"), exactly as serving computed them."""
     from service.l2 import Classifier
@@ -133,8 +138,7 @@ def served_calibration(settings: Any, classifier: Any, say: Callable[[str], None
     """The artifact a worker with these settings would load (None: it would serve raw logits)."""
     from service.calibration.loader import load_latest
 
-    outcome = load_latest(settings.calibration_dir, classifier.model_info.sha256,
-                          classifier.prompt_sha)
+    outcome = load_latest(settings.calibration_dir, classifier.model_info.sha256, classifier.prompt_sha)
     where = outcome.calibrator.path if outcome.calibrator is not None else "none (raw logits)"
     say(f"calibration: {where}")
     return outcome.calibrator
@@ -150,11 +154,14 @@ def load_calibration(path: str, classifier: Any) -> Any:
         calibrator = load_artifact(path)
     except ArtifactError as error:
         raise EvalError(f"calibration artifact {path}: {error}") from None
-    mismatched = stale_reasons(classifier.model_info.sha256, classifier.prompt_sha,
-                               calibrator.model_sha, calibrator.prompt_sha)
+    mismatched = stale_reasons(
+        classifier.model_info.sha256, classifier.prompt_sha, calibrator.model_sha, calibrator.prompt_sha
+    )
     if mismatched:
-        raise EvalError(f"calibration artifact {path} is stale for this classifier (different "
-                        f"{', '.join(mismatched)}); re-run `triage recalibrate`")
+        raise EvalError(
+            f"calibration artifact {path} is stale for this classifier (different "
+            f"{', '.join(mismatched)}); re-run `triage recalibrate`"
+        )
     return calibrator
 
 
@@ -166,8 +173,7 @@ def write_rows(path: str | Path, rows: Iterable[dict]) -> None:
 
 
 def read_rows(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def write_halves(path: str | Path, out_dir: str | Path) -> tuple[Path, Path]:
@@ -182,8 +188,10 @@ def write_halves(path: str | Path, out_dir: str | Path) -> tuple[Path, Path]:
     written = []
     for name, keep in (("tune", True), ("holdout", False)):
         target = out / f"{path.stem}-{name}.jsonl"
-        target.write_text("".join(line + "\n" for line, r in zip(lines, records, strict=True)
-                                  if (r.id in tune) == keep), encoding="utf-8")
+        target.write_text(
+            "".join(line + "\n" for line, r in zip(lines, records, strict=True) if (r.id in tune) == keep),
+            encoding="utf-8",
+        )
         written.append(target)
     return written[0], written[1]
 

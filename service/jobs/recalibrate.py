@@ -68,8 +68,9 @@ class RecalibrateError(Exception):
 
 
 # ------------------------------------------------------------------------------ decisions
-def collect_decisions(client: Any, keys: Keys, model_sha: str, prompt_sha: str,
-                      batch: int = 1000) -> tuple[list[Example], Counter]:
+def collect_decisions(
+    client: Any, keys: Keys, model_sha: str, prompt_sha: str, batch: int = 1000
+) -> tuple[list[Example], Counter]:
     """Latest decision per ticket joined with its stored result and hidden states.
 
     Tickets classified by another model or prompt are left out (their log-probs and hidden
@@ -106,10 +107,17 @@ def collect_decisions(client: Any, keys: Keys, model_sha: str, prompt_sha: str,
             continue
         request = stored.request if stored is not None else None
         sha = text_sha(ticket_text(request.subject, request.body)) if request else ""
-        examples.append(Example(
-            id=ticket_id, source="decisions", text_sha=sha, labels=labels_from_decision(dec),
-            answers=result.l2.answers, features=feats,
-            truncated="truncated" in (result.l2.reason or "")))
+        examples.append(
+            Example(
+                id=ticket_id,
+                source="decisions",
+                text_sha=sha,
+                labels=labels_from_decision(dec),
+                answers=result.l2.answers,
+                features=feats,
+                truncated="truncated" in (result.l2.reason or ""),
+            )
+        )
     return examples, skipped
 
 
@@ -144,9 +152,12 @@ def _stack(examples: list[Example], names: tuple[str, ...]) -> np.ndarray | None
     return out
 
 
-def build_dataset(examples: list[Example], questions: dict[str, Any],
-                  head_inputs: tuple[str, ...] | None = None,
-                  gate_inputs: tuple[str, ...] = ()) -> Dataset:
+def build_dataset(
+    examples: list[Example],
+    questions: dict[str, Any],
+    head_inputs: tuple[str, ...] | None = None,
+    gate_inputs: tuple[str, ...] = (),
+) -> Dataset:
     """Arrays per question from the examples; `questions` maps name -> service.l2 Question.
     `head_inputs`: the vectors a head_all reads side by side (default: every question's final
     hidden state, in prompt order); `gate_inputs`: the green gate's (none: no gate)."""
@@ -163,9 +174,13 @@ def build_dataset(examples: list[Example], questions: dict[str, Any],
         feats = np.full((n, dim), np.nan) if dim else None
         for i, e in enumerate(examples):
             answer = e.answers.get(name)
-            if answer is not None and answer.method in ("logits", "head") and answer.logprobs \
-                    and tuple(answer.options) == options \
-                    and all(o in answer.logprobs for o in options):
+            if (
+                answer is not None
+                and answer.method in ("logits", "head")
+                and answer.logprobs
+                and tuple(answer.options) == options
+                and all(o in answer.logprobs for o in options)
+            ):
                 logits[i] = [answer.logprobs[o] for o in options]
             if feats is not None and name in e.features and len(e.features[name]) == dim:
                 feats[i] = e.features[name]
@@ -185,9 +200,14 @@ def build_dataset(examples: list[Example], questions: dict[str, Any],
         elif risk.method == "generated" or not risk.logprobs:
             risk_generated[i] = LEVELS.index(risk.chosen) if risk.chosen in LEVELS else 1
     blocked = np.array([e.truncated for e in examples], dtype=bool)
-    return Dataset(ids=[e.id for e in examples], questions=data, risk_generated=risk_generated,
-                   blocked=blocked, gate_x=_stack(examples, gate_inputs),
-                   gate_inputs=tuple(gate_inputs))
+    return Dataset(
+        ids=[e.id for e in examples],
+        questions=data,
+        risk_generated=risk_generated,
+        blocked=blocked,
+        gate_x=_stack(examples, gate_inputs),
+        gate_inputs=tuple(gate_inputs),
+    )
 
 
 # ------------------------------------------------------------------------------ the run
@@ -231,20 +251,27 @@ def rules_sha(settings: Any) -> str:
         return ""
 
 
-def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: str,
-           classifier: Callable[[], Any], redis_client: Any = None, capture: Any = None,
-           progress: Callable[[int, int, str], None] | None = None
-           ) -> tuple[list[Example], dict[str, int], Counter]:
+def gather(
+    settings: Any,
+    opts: Options,
+    model_sha: str,
+    prompt_sha: str,
+    mode: str,
+    classifier: Callable[[], Any],
+    redis_client: Any = None,
+    capture: Any = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> tuple[list[Example], dict[str, int], Counter]:
     """The labelled examples for this run, their sources, and what was left out."""
-    cache = ReplayCache(opts.cache_dir or Path(settings.var_dir) / "calibration-cache",
-                        model_sha, prompt_sha, mode, capture)
+    cache = ReplayCache(
+        opts.cache_dir or Path(settings.var_dir) / "calibration-cache", model_sha, prompt_sha, mode, capture
+    )
     skipped: Counter = Counter()
     if opts.from_file:
         files = [opts.from_file] if isinstance(opts.from_file, str) else list(opts.from_file)
         examples = []
         for file in files:
-            got, missed = replay(read_labelled(file), Path(file).stem, cache, classifier,
-                                 progress=progress)
+            got, missed = replay(read_labelled(file), Path(file).stem, cache, classifier, progress=progress)
             examples = merge(examples, got)
             skipped.update(missed)
     else:
@@ -255,21 +282,29 @@ def gather(settings: Any, opts: Options, model_sha: str, prompt_sha: str, mode: 
             client = connect(settings, allow_embedded=False)
         corpus: list[Example] = []
         if opts.corpus:
-            corpus, skipped = replay(read_labelled(opts.corpus), "corpus", cache, classifier,
-                                     progress=progress)
-        decided, missing = collect_decisions(client, Keys(settings.redis_prefix), model_sha,
-                                             prompt_sha)
+            corpus, skipped = replay(read_labelled(opts.corpus), "corpus", cache, classifier, progress=progress)
+        decided, missing = collect_decisions(client, Keys(settings.redis_prefix), model_sha, prompt_sha)
         skipped.update(missing)
         examples = merge(decided, corpus)
-        skipped["corpus ticket relabelled by an operator"] += len(decided) + len(corpus) \
-            - len(examples)
+        skipped["corpus ticket relabelled by an operator"] += len(decided) + len(corpus) - len(examples)
     sources = dict(Counter(e.source for e in examples))
     return examples, sources, +skipped
 
 
-def build_meta(calibration: Calibration, data: Dataset, *, version: str, created_at: float,
-               command: str, model: ModelInfo, prompt_sha: str, rules: str, cfg: FitConfig,
-               sources: dict[str, int], elapsed_s: float) -> ArtifactMeta:
+def build_meta(
+    calibration: Calibration,
+    data: Dataset,
+    *,
+    version: str,
+    created_at: float,
+    command: str,
+    model: ModelInfo,
+    prompt_sha: str,
+    rules: str,
+    cfg: FitConfig,
+    sources: dict[str, int],
+    elapsed_s: float,
+) -> ArtifactMeta:
     final = calibration.final
     questions: dict[str, QuestionEntry] = {}
     for name, fit in final.questions.items():
@@ -277,38 +312,77 @@ def build_meta(calibration: Calibration, data: Dataset, *, version: str, created
         rep = calibration.reports[name]
         head = None
         if m.head is not None:
-            head = HeadInfo(dim=m.head.dim, c=m.head.c, inputs=list(m.inputs),
-                            arrays=[f"{name}.{part}" for part in
-                                    ("mean", "scale", "coef", "intercept")])
+            head = HeadInfo(
+                dim=m.head.dim,
+                c=m.head.c,
+                inputs=list(m.inputs),
+                arrays=[f"{name}.{part}" for part in ("mean", "scale", "coef", "intercept")],
+            )
         questions[name] = QuestionEntry(
-            kind=m.kind, options=list(m.options), method=m.method,  # type: ignore[arg-type]
+            kind=m.kind,
+            options=list(m.options),
+            method=m.method,  # type: ignore[arg-type]
             temperature=m.scaling.temperature if m.scaling is not None else None,
-            bias=list(m.scaling.bias) if m.scaling is not None else None, head=head,
-            label_counts=fit.counts, candidates=fit.candidates, n=rep.n,
-            ece_before=rep.ece_before, ece_after=rep.ece_after, nll_before=rep.nll_before,
-            nll_after=rep.nll_after, accuracy_before=rep.accuracy_before,
-            accuracy_after=rep.accuracy_after)
+            bias=list(m.scaling.bias) if m.scaling is not None else None,
+            head=head,
+            label_counts=fit.counts,
+            candidates=fit.candidates,
+            n=rep.n,
+            ece_before=rep.ece_before,
+            ece_after=rep.ece_after,
+            nll_before=rep.nll_before,
+            nll_after=rep.nll_after,
+            accuracy_before=rep.accuracy_before,
+            accuracy_after=rep.accuracy_after,
+        )
     counts = {q: d.counts() for q, d in data.questions.items() if q in CALIBRATED}
     t = final.thresholds
     return ArtifactMeta(
-        schema=1, version=version, created_at=created_at, command=command, model=model,
-        prompt_sha=prompt_sha, rules_sha=rules,
+        schema=1,
+        version=version,
+        created_at=created_at,
+        command=command,
+        model=model,
+        prompt_sha=prompt_sha,
+        rules_sha=rules,
         thresholds=msgspec.structs.replace(t, yellow_flags=dict(t.yellow_flags)),
-        questions=questions, skipped=final.skipped, label_counts=counts, n_tickets=len(data),
-        sources=sources, folds=cfg.folds, seed=cfg.seed, min_per_class=cfg.min_per_class,
-        green=final.green, red=final.red, yellow=final.yellow,
+        questions=questions,
+        skipped=final.skipped,
+        label_counts=counts,
+        n_tickets=len(data),
+        sources=sources,
+        folds=cfg.folds,
+        seed=cfg.seed,
+        min_per_class=cfg.min_per_class,
+        green=final.green,
+        red=final.red,
+        yellow=final.yellow,
         gate=final.gate.info if final.gate is not None else None,
-        evaluation=Evaluation(nested=calibration.nested, selection=final.selection,
-                              raw_default=calibration.raw_default),
-        machine=machine_summary(), elapsed_s=round(elapsed_s, 1))
+        evaluation=Evaluation(
+            nested=calibration.nested, selection=final.selection, raw_default=calibration.raw_default
+        ),
+        machine=machine_summary(),
+        elapsed_s=round(elapsed_s, 1),
+    )
 
 
-def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: str | Path, *,
-                  cfg: FitConfig, model: ModelInfo, prompt_sha: str, rules: str, command: str,
-                  sources: dict[str, int], skipped: Counter | None = None,
-                  started: float | None = None, head_inputs: tuple[str, ...] | None = None,
-                  gate_inputs: tuple[str, ...] = (),
-                  step: Callable[[str, int, int, str], None] | None = None) -> Outcome:
+def fit_and_write(
+    examples: list[Example],
+    questions: dict[str, Any],
+    out_dir: str | Path,
+    *,
+    cfg: FitConfig,
+    model: ModelInfo,
+    prompt_sha: str,
+    rules: str,
+    command: str,
+    sources: dict[str, int],
+    skipped: Counter | None = None,
+    started: float | None = None,
+    head_inputs: tuple[str, ...] | None = None,
+    gate_inputs: tuple[str, ...] = (),
+    step: Callable[[str, int, int, str], None] | None = None,
+) -> Outcome:
     """Fit, then write the artifact and its report atomically. Raises Refused, writing nothing."""
     from service.calibration.report import write_report
 
@@ -318,26 +392,48 @@ def fit_and_write(examples: list[Example], questions: dict[str, Any], out_dir: s
     data = build_dataset(examples, questions, head_inputs, gate_inputs)
     calibration = calibrate(data, cfg, step)
     created_at = time.time()
-    draft = build_meta(calibration, data, version="", created_at=created_at, command=command,
-                       model=model, prompt_sha=prompt_sha, rules=rules, cfg=cfg,
-                       sources=sources, elapsed_s=created_at - started)
+    draft = build_meta(
+        calibration,
+        data,
+        version="",
+        created_at=created_at,
+        command=command,
+        model=model,
+        prompt_sha=prompt_sha,
+        rules=rules,
+        cfg=cfg,
+        sources=sources,
+        elapsed_s=created_at - started,
+    )
     version = new_version(created_at, msgspec.json.encode(draft))
     meta = msgspec.structs.replace(draft, version=version)
-    heads = {q: f.model.head for q, f in calibration.final.questions.items()
-             if f.model.head is not None}
-    path = write_artifact(out_dir, meta, heads,  # type: ignore[arg-type]
-                          extra=lambda tmp: write_report(tmp, meta, calibration, data,
-                                                         dict(skipped or {})),
-                          gate=calibration.final.gate)
-    log.info("recalibrate_written", path=str(path), version=version,
-             methods={q: e.method for q, e in meta.questions.items()},
-             thresholds=msgspec.to_builtins(meta.thresholds))
+    heads = {q: f.model.head for q, f in calibration.final.questions.items() if f.model.head is not None}
+    path = write_artifact(
+        out_dir,
+        meta,
+        heads,  # type: ignore[arg-type]
+        extra=lambda tmp: write_report(tmp, meta, calibration, data, dict(skipped or {})),
+        gate=calibration.final.gate,
+    )
+    log.info(
+        "recalibrate_written",
+        path=str(path),
+        version=version,
+        methods={q: e.method for q, e in meta.questions.items()},
+        thresholds=msgspec.to_builtins(meta.thresholds),
+    )
     return Outcome(path=path, meta=meta, calibration=calibration)
 
 
-def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = None,
-        redis_client: Any = None, progress: Callable[[int, int, str], None] | None = None,
-        step: Callable[[str, int, int, str], None] | None = None) -> Outcome:
+def run(
+    settings: Any,
+    opts: Options,
+    *,
+    classifier: Callable[[], Any] | None = None,
+    redis_client: Any = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    step: Callable[[str, int, int, str], None] | None = None,
+) -> Outcome:
     """The whole job. Raises Refused (nothing written) or RecalibrateError (bad input)."""
     from service.l2.classifier import DEFAULT_MODE, bundled_model_path, model_sha256
     from service.l2.prompts import load_prompts
@@ -357,26 +453,55 @@ def run(settings: Any, opts: Options, *, classifier: Callable[[], Any] | None = 
         # Uncalibrated on purpose: the maps are fitted on raw log-probs and hidden states.
         return Classifier.from_settings(settings, calibrator=None, capture=capture)
 
-    cfg = FitConfig(folds=opts.folds, seed=opts.seed, min_per_class=opts.min_per_class,
-                    max_false_green_rate=settings.max_false_green_rate)
+    cfg = FitConfig(
+        folds=opts.folds,
+        seed=opts.seed,
+        min_per_class=opts.min_per_class,
+        max_false_green_rate=settings.max_false_green_rate,
+    )
     n_layer = model_layers(model_path)
     names = [q for q in prompts.questions]
     head_inputs = feature_names(opts.features, names, n_layer)
     gate_inputs = feature_names(opts.gate, names, n_layer) if opts.gate else ()
-    log.info("recalibrate_started", source=opts.from_file or "decisions", corpus=opts.corpus,
-             folds=opts.folds, min_per_class=opts.min_per_class, model=model.name,
-             prompt_sha=prompts.sha[:12])
+    log.info(
+        "recalibrate_started",
+        source=opts.from_file or "decisions",
+        corpus=opts.corpus,
+        folds=opts.folds,
+        min_per_class=opts.min_per_class,
+        model=model.name,
+        prompt_sha=prompts.sha[:12],
+    )
     # Serving's classifier (Classifier.from_settings) runs the default mode; so does the replay.
-    examples, sources, skipped = gather(settings, opts, model.sha256, prompts.sha, DEFAULT_MODE,
-                                        classifier or default_classifier, redis_client,
-                                        capture, progress)
+    examples, sources, skipped = gather(
+        settings,
+        opts,
+        model.sha256,
+        prompts.sha,
+        DEFAULT_MODE,
+        classifier or default_classifier,
+        redis_client,
+        capture,
+        progress,
+    )
     out_dir = opts.out or settings.calibration_dir
     try:
-        return fit_and_write(examples, prompts.questions, out_dir, cfg=cfg, model=model,
-                             prompt_sha=prompts.sha, rules=rules_sha(settings),
-                             command=opts.command, sources=sources, skipped=skipped,
-                             started=started, head_inputs=head_inputs,
-                             gate_inputs=gate_inputs, step=step)
+        return fit_and_write(
+            examples,
+            prompts.questions,
+            out_dir,
+            cfg=cfg,
+            model=model,
+            prompt_sha=prompts.sha,
+            rules=rules_sha(settings),
+            command=opts.command,
+            sources=sources,
+            skipped=skipped,
+            started=started,
+            head_inputs=head_inputs,
+            gate_inputs=gate_inputs,
+            step=step,
+        )
     except Refused as exc:
         log.error("recalibrate_refused", reason=str(exc), out=str(out_dir))
         raise

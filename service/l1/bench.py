@@ -174,7 +174,8 @@ def other_processes(sample_s: float = 1.0, top: int = 5) -> list[dict[str, Any]]
     )
     return [
         {"command": command, "cpu_percent": round(100.0 * used / ticks / sample_s)}
-        for used, command in busy[:top] if used > 0
+        for used, command in busy[:top]
+        if used > 0
     ]
 
 
@@ -212,10 +213,7 @@ def run(
     small_cpu, small_wall = _timings(pack, small, rounds)
     large_cpu, large_wall = _timings(pack, synthetic_large(dev + corpus, corpus, seed=seed), rounds)
     dense_cpu, _ = _timings(pack, dense_large(dev, seed=seed + 1), rounds)
-    hostile = {
-        name: round(max(_timings(pack, [text], rounds)[0]), 4)
-        for name, text in hostile_large(pack).items()
-    }
+    hostile = {name: round(max(_timings(pack, [text], rounds)[0]), 4) for name, text in hostile_large(pack).items()}
     return {
         "p50_ms": round(_percentile(small_cpu, 50), 4),
         "p99_ms": round(_percentile(small_cpu, 99), 4),
@@ -266,12 +264,16 @@ def render(report: dict[str, Any], source: str, command: str) -> str:
     ]
     if "max_ms_32k_dense_first_pass" in l1:
         lines.append(
-            f"| 32 KiB dense, first pass of a fresh process (max) | | "
-            f"{l1['max_ms_32k_dense_first_pass']:.3f} ms | | |"
+            f"| 32 KiB dense, first pass of a fresh process (max) | | {l1['max_ms_32k_dense_first_pass']:.3f} ms | | |"
         )
     if l1.get("hostile_max_ms"):
-        lines += ["", "Pathological 32 KiB input (`bench.hostile_large`), slowest of the rounds:", "",
-                  "| input | CPU max |", "|---|---:|"]
+        lines += [
+            "",
+            "Pathological 32 KiB input (`bench.hostile_large`), slowest of the rounds:",
+            "",
+            "| input | CPU max |",
+            "|---|---:|",
+        ]
         lines += [f"| {name} | {ms:.3f} ms |" for name, ms in l1["hostile_max_ms"].items()]
     lines.append(DOC_END)
     return "\n".join(lines) + "\n"

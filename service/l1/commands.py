@@ -46,9 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     report = commands.add_parser("report", help="L1 alone on a labelled JSONL set, as Markdown")
     report.add_argument("--data", required=True, help="labelled tickets (JSON Lines)")
-    report.add_argument("--also", action="append", default=[], metavar="FILE[@fit|@held]",
-                        help="another labelled set for the per-language table (repeatable); "
-                             "@fit / @held: the part of it rules were written against, or not")
+    report.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="FILE[@fit|@held]",
+        help="another labelled set for the per-language table (repeatable); "
+        "@fit / @held: the part of it rules were written against, or not",
+    )
     report.add_argument("--json", help="write the per-language figures and green fires as JSON")
     report.add_argument("--before", help="a --json file from an earlier pack, shown beside")
     report.add_argument("--out", help="Markdown file to update (default: print)")
@@ -85,10 +90,7 @@ def check_command(args: argparse.Namespace) -> int:
     pack = _load(args.path)
     if pack is None:
         return 1
-    examples = sum(
-        len(rule.spec.examples.must_match) + len(rule.spec.examples.must_not_match)
-        for rule in pack.rules
-    )
+    examples = sum(len(rule.spec.examples.must_match) + len(rule.spec.examples.must_not_match) for rule in pack.rules)
     print(
         f"rules OK: {len(pack.rules)} rules in {len(pack.files)} file(s) at {pack.path}, "
         f"{examples} examples behave, {len(pack.sets)} pattern sets"
@@ -104,8 +106,10 @@ def explain_command(args: argparse.Namespace) -> int:
     body = sys.stdin.read() if args.text == "-" else args.text
     text = ticket_text(args.subject, body)
     result = evaluate(pack, text)
-    print(f"L1 level: {result.level}  ({len(result.rules)} hit(s), {result.elapsed_ms:.3f} ms, "
-          f"rules_sha {result.rules_sha[:16]}…)")
+    print(
+        f"L1 level: {result.level}  ({len(result.rules)} hit(s), {result.elapsed_ms:.3f} ms, "
+        f"rules_sha {result.rules_sha[:16]}…)"
+    )
     for hit in result.rules:
         start, end = hit.span
         print(f"  {hit.level:<6} {hit.flag:<26} {hit.id:<36} [{start}:{end}] {hit.text!r}")
@@ -151,14 +155,13 @@ def report_command(args: argparse.Namespace) -> int:
         old = before.get("data", {}).get(name, {}) if before is not None else None
         languages += render_languages(name, one, old) + [""]
     if args.json:
-        result = {"rules_sha": pack.sha, "rules": len(pack.rules),
-                  "data": {name: summary(one) for name, one in sets.items()}}
-        Path(args.json).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
-    command = "triage rules report " + " ".join(
-        shlex.quote(part)
-        for part in _argv(args)
-    )
+        result = {
+            "rules_sha": pack.sha,
+            "rules": len(pack.rules),
+            "data": {name: summary(one) for name, one in sets.items()},
+        }
+        Path(args.json).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    command = "triage rules report " + " ".join(shlex.quote(part) for part in _argv(args))
     markdown = render(
         pack,
         measured,

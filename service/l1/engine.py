@@ -108,7 +108,10 @@ class _Occurrences:
 
 
 def _hits_for(
-    rule: Rule, pattern_indices: list[int], subject: _Subject, norm: Normalised | None,
+    rule: Rule,
+    pattern_indices: list[int],
+    subject: _Subject,
+    norm: Normalised | None,
     original: str,
 ) -> list[RuleHit]:
     spans: list[tuple[int, int]] = []
@@ -139,8 +142,7 @@ def _hits_for(
             break
     spec = rule.spec
     return [
-        RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end),
-                text=original[start:end])
+        RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
         for start, end in spans
     ]
 
@@ -159,9 +161,7 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
     hits: list[RuleHit] = []
     for (scope, r), pattern_indices in sorted(fired.items()):
         mapping = norm if scope == "normalised" else None
-        hits.extend(
-            _hits_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original)
-        )
+        hits.extend(_hits_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original))
     hits.sort(key=lambda hit: (hit.span, hit.id))
     level: L1Level = "none"
     if any(hit.level == "red" for hit in hits):

@@ -24,8 +24,7 @@ class PackHolder:
         self._pack = load_pack(self.path)
         self._lock = threading.Lock()  # one reload at a time; readers never wait
         self._pending = False
-        log.info("rules_loaded", path=str(self.path), rules_sha=self._pack.sha,
-                 rules=len(self._pack.rules))
+        log.info("rules_loaded", path=str(self.path), rules_sha=self._pack.sha, rules=len(self._pack.rules))
 
     @property
     def pack(self) -> RulePack:
@@ -57,16 +56,15 @@ class PackHolder:
             pack = load_pack(self.path)
         except PackError as error:
             metrics.rules_reload_total.labels(outcome="error").inc()
-            log.error("rules_reload_failed", path=str(self.path), rules_sha=previous.sha,
-                      problems=error.problems)
+            log.error("rules_reload_failed", path=str(self.path), rules_sha=previous.sha, problems=error.problems)
             return False
         except Exception as error:  # a reload must never take the service down
             metrics.rules_reload_total.labels(outcome="error").inc()
-            log.exception("rules_reload_failed", path=str(self.path), rules_sha=previous.sha,
-                          problems=[repr(error)])
+            log.exception("rules_reload_failed", path=str(self.path), rules_sha=previous.sha, problems=[repr(error)])
             return False
         self._pack = pack
         metrics.rules_reload_total.labels(outcome="ok").inc()
-        log.info("rules_reloaded", path=str(self.path), rules_sha=pack.sha,
-                 previous_sha=previous.sha, rules=len(pack.rules))
+        log.info(
+            "rules_reloaded", path=str(self.path), rules_sha=pack.sha, previous_sha=previous.sha, rules=len(pack.rules)
+        )
         return True

@@ -83,10 +83,7 @@ def lint_pattern(pattern: str, scope: Scope) -> str | None:
     if scope == "normalised":
         for ch in pattern:
             if not ch.isascii() and fold(ch) != ch.lower():
-                return (
-                    f"contains {ch!r}, which never occurs in the matching form "
-                    f"(write {fold(ch)!r}); see docs/l1.md"
-                )
+                return f"contains {ch!r}, which never occurs in the matching form (write {fold(ch)!r}); see docs/l1.md"
     try:
         opts = re2.Options()
         opts.log_errors = False

@@ -26,25 +26,107 @@ from dataclasses import dataclass
 # are caught too). Only letters that render (nearly) identically to a Latin one are listed.
 _LOOKALIKES: dict[str, str] = {
     # Cyrillic lower case
-    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j",
-    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
-    "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g",
+    "а": "a",
+    "в": "b",
+    "е": "e",
+    "ё": "e",
+    "һ": "h",
+    "і": "i",
+    "ї": "i",
+    "ј": "j",
+    "к": "k",
+    "м": "m",
+    "н": "h",
+    "о": "o",
+    "р": "p",
+    "с": "c",
+    "т": "t",
+    "у": "y",
+    "х": "x",
+    "ѕ": "s",
+    "ԁ": "d",
+    "ԛ": "q",
+    "ԝ": "w",
+    "ӏ": "l",
+    "ɡ": "g",
     # Cyrillic capitals
-    "А": "a", "В": "b", "Е": "e", "Ё": "e", "Һ": "h", "І": "i", "Ї": "i", "Ј": "j",
-    "К": "k", "М": "m", "Н": "h", "О": "o", "Р": "p", "С": "c", "Т": "t", "У": "y",
-    "Х": "x", "Ѕ": "s", "Ԁ": "d", "Ԛ": "q", "Ԝ": "w", "Ӏ": "l",
+    "А": "a",
+    "В": "b",
+    "Е": "e",
+    "Ё": "e",
+    "Һ": "h",
+    "І": "i",
+    "Ї": "i",
+    "Ј": "j",
+    "К": "k",
+    "М": "m",
+    "Н": "h",
+    "О": "o",
+    "Р": "p",
+    "С": "c",
+    "Т": "t",
+    "У": "y",
+    "Х": "x",
+    "Ѕ": "s",
+    "Ԁ": "d",
+    "Ԛ": "q",
+    "Ԝ": "w",
+    "Ӏ": "l",
     # Greek
-    "α": "a", "ο": "o", "ρ": "p", "ν": "v", "ι": "i", "κ": "k", "τ": "t", "υ": "u",
-    "χ": "x", "ϲ": "c", "ϳ": "j",
-    "Α": "a", "Β": "b", "Ε": "e", "Ζ": "z", "Η": "h", "Ι": "i", "Κ": "k", "Μ": "m",
-    "Ν": "n", "Ο": "o", "Ρ": "p", "Τ": "t", "Υ": "y", "Χ": "x", "Ϲ": "c",
+    "α": "a",
+    "ο": "o",
+    "ρ": "p",
+    "ν": "v",
+    "ι": "i",
+    "κ": "k",
+    "τ": "t",
+    "υ": "u",
+    "χ": "x",
+    "ϲ": "c",
+    "ϳ": "j",
+    "Α": "a",
+    "Β": "b",
+    "Ε": "e",
+    "Ζ": "z",
+    "Η": "h",
+    "Ι": "i",
+    "Κ": "k",
+    "Μ": "m",
+    "Ν": "n",
+    "Ο": "o",
+    "Ρ": "p",
+    "Τ": "t",
+    "Υ": "y",
+    "Χ": "x",
+    "Ϲ": "c",
     # Latin variants NFKC leaves alone
-    "ı": "i", "ȷ": "j", "ʀ": "r", "ʟ": "l", "ɪ": "i", "ɴ": "n", "ᴏ": "o", "ꜱ": "s",
+    "ı": "i",
+    "ȷ": "j",
+    "ʀ": "r",
+    "ʟ": "l",
+    "ɪ": "i",
+    "ɴ": "n",
+    "ᴏ": "o",
+    "ꜱ": "s",
     # typographic punctuation, so that "don’t" and "l’accès" match "don't" and "l'accès"
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u02bc": "'",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201a": "'",
+    "\u201b": "'",
+    "\u2032": "'",
+    "\u02bc": "'",
     "\u00b4": "'",
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
-    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-", "\u2015": "-",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u201e": '"',
+    "\u201f": '"',
+    "\u2033": '"',
+    "\u2010": "-",
+    "\u2011": "-",
+    "\u2012": "-",
+    "\u2013": "-",
+    "\u2014": "-",
+    "\u2015": "-",
     "\u2212": "-",
 }
 _LOOKALIKE_TABLE = str.maketrans(_LOOKALIKES)
@@ -54,8 +136,14 @@ _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 # Default-ignorable characters that are not of category Cf (which is removed wholesale):
 # combining grapheme joiner, Hangul fillers, Mongolian and other variation selectors.
 _IGNORABLE_RANGES = (
-    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
-    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0000, 0xE0FFF),
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0000, 0xE0FFF),
 )
 
 # Code points examined when deriving the character classes; beyond these only CJK
@@ -77,9 +165,7 @@ def _fold_once(text: str) -> str:
     text = "".join(ch for ch in text if not _invisible(ch))
     text = unicodedata.normalize("NFKC", text).translate(_LOOKALIKE_TABLE)
     text = unicodedata.normalize("NFKC", text.casefold())
-    return "".join(
-        ("\n" if ch in _LINE_BREAKS else " ") if ch.isspace() else ch for ch in text
-    )
+    return "".join(("\n" if ch in _LINE_BREAKS else " ") if ch.isspace() else ch for ch in text)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -155,11 +241,7 @@ def _tables() -> _Tables:
             ch = chr(cp)
             if _attaches(ch):
                 joiners.append(cp)
-            elif (
-                unicodedata.is_normalized("NFKC", ch)
-                and ch.casefold() == ch
-                and ch not in _LOOKALIKES
-            ):
+            elif unicodedata.is_normalized("NFKC", ch) and ch.casefold() == ch and ch not in _LOOKALIKES:
                 simple[cp] = ch  # already in matching form: the common case, kept cheap
             else:
                 folded = fold(ch)

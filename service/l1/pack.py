@@ -57,9 +57,7 @@ def pack_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        return sorted(
-            p for p in path.rglob("*") if p.is_file() and p.suffix in RULE_FILE_SUFFIXES
-        )
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in RULE_FILE_SUFFIXES)
     raise PackError([f"{path}: no such file or directory"])
 
 
@@ -89,16 +87,12 @@ def _mapping_without_duplicates(loader: Any, node: yaml.MappingNode, deep: bool 
             continue  # "<<: *anchor" merges; explicit keys may then override
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
-)
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
 def _re2_message(error: Exception) -> str:
@@ -154,9 +148,7 @@ def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
     return Rule(spec, file, tuple(compiled), validator, context, unless), []
 
 
-def _compile_window(
-    block: Context | None, name: str, scope: Scope, where: str, problems: list[str]
-) -> Window | None:
+def _compile_window(block: Context | None, name: str, scope: Scope, where: str, problems: list[str]) -> Window | None:
     if block is None:
         return None
     before = len(problems)

@@ -80,9 +80,11 @@ def measure(pack: RulePack, rows: list[dict[str, Any]]) -> Measured:
             if (row.get("flags") or {}).get(flag):
                 out.flag_total[flag] += 1
                 out.flag_caught[flag] += flag in hit_flags
-        wrong = (truth == "green" and result.level != "none") or (
-            truth == "red" and result.level != "red"
-        ) or (truth == "yellow" and result.level == "red")
+        wrong = (
+            (truth == "green" and result.level != "none")
+            or (truth == "red" and result.level != "red")
+            or (truth == "yellow" and result.level == "red")
+        )
         if wrong:
             out.misses.append((row.get("id", "?"), truth, result.level, fired))
     return out
@@ -107,15 +109,12 @@ def summary(measured: Measured) -> dict[str, Any]:
     return {
         "per_language": per_language(measured),
         "greens_fired": [
-            {"id": ticket, "level": level, "rules": fired}
-            for ticket, level, fired in measured.greens_fired
+            {"id": ticket, "level": level, "rules": fired} for ticket, level, fired in measured.greens_fired
         ],
     }
 
 
-def render_languages(
-    name: str, measured: Measured, before: dict[str, Any] | None = None
-) -> list[str]:
+def render_languages(name: str, measured: Measured, before: dict[str, Any] | None = None) -> list[str]:
     """A per-language table of red recall and green fires, beside the `before` run if given."""
     rows = per_language(measured)
     old = (before or {}).get("per_language", {})
@@ -134,9 +133,12 @@ def render_languages(
         lines.append(_language_row(language, row, old.get(language) if before is not None else None))
     lines.append(_language_row("**all**", total, total_old if before is not None else None))
     fired = measured.greens_fired
-    lines += ["", "Green tickets a rule fired on: " + (
-        ", ".join(f"{ticket} ({level}: {', '.join(rules)})" for ticket, level, rules in fired)
-        if fired else "none") + "."]
+    lines += [
+        "",
+        "Green tickets a rule fired on: "
+        + (", ".join(f"{ticket} ({level}: {', '.join(rules)})" for ticket, level, rules in fired) if fired else "none")
+        + ".",
+    ]
     return lines
 
 
@@ -167,12 +169,14 @@ def targets(measured: Measured) -> list[Target]:
     green_yellow = measured.share("green", "yellow")
     red_red = measured.share("red", "red")
     return [
-        Target("green tickets raised to red", str(green_red), f"= {MAX_GREEN_TO_RED}",
-               green_red <= MAX_GREEN_TO_RED),
-        Target("green tickets raised to yellow", f"{green_yellow:.1%}",
-               f"≤ {MAX_GREEN_TO_YELLOW:.0%}", green_yellow <= MAX_GREEN_TO_YELLOW),
-        Target("red tickets caught as red", f"{red_red:.1%}", f"≥ {MIN_RED_AS_RED:.0%}",
-               red_red >= MIN_RED_AS_RED),
+        Target("green tickets raised to red", str(green_red), f"= {MAX_GREEN_TO_RED}", green_red <= MAX_GREEN_TO_RED),
+        Target(
+            "green tickets raised to yellow",
+            f"{green_yellow:.1%}",
+            f"≤ {MAX_GREEN_TO_YELLOW:.0%}",
+            green_yellow <= MAX_GREEN_TO_YELLOW,
+        ),
+        Target("red tickets caught as red", f"{red_red:.1%}", f"≥ {MIN_RED_AS_RED:.0%}", red_red >= MIN_RED_AS_RED),
     ]
 
 
@@ -204,9 +208,7 @@ def render(
         lines.append(f"| {truth} | {cells} | {measured.total(truth)} |")
     lines += ["", "### Targets", "", "| target | measured | limit | met |", "|---|---:|---:|---|"]
     for target in targets(measured):
-        lines.append(
-            f"| {target.name} | {target.value} | {target.limit} | {'yes' if target.met else 'NO'} |"
-        )
+        lines.append(f"| {target.name} | {target.value} | {target.limit} | {'yes' if target.met else 'NO'} |")
     lines += ["", "### Red flags: tickets whose flag an L1 rule of that flag caught", ""]
     for flag in RED_FLAGS:
         total = measured.flag_total[flag]
@@ -218,8 +220,7 @@ def render(
         "",
         "### Per-rule fire counts (tickets on which the rule fired)",
         "",
-        "| rule | level | flag | dev green | dev yellow | dev red |"
-        + (" corpus |" if corpus else ""),
+        "| rule | level | flag | dev green | dev yellow | dev red |" + (" corpus |" if corpus else ""),
         "|---|---|---|---:|---:|---:|" + ("---:|" if corpus else ""),
     ]
     for rule in pack.rules:
@@ -235,7 +236,8 @@ def render(
             "",
             f"### Public corpus (unlabelled, `{corpus_name}`, {total} tickets)",
             "",
-            "L1 levels: " + ", ".join(f"{level} {corpus_levels[level]}" for level in L1_LEVELS)
+            "L1 levels: "
+            + ", ".join(f"{level} {corpus_levels[level]}" for level in L1_LEVELS)
             + ". Read what fires there to check that rules generalise (see the table above).",
         ]
     if languages:

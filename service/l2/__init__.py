@@ -11,5 +11,16 @@ from service.l2.decision import Thresholds, decide_level
 from service.l2.prompts import Framing, Question, load_prompts
 from service.l2.runner import AliasError, Runner
 
-__all__ = ["AliasError", "Classification", "Classifier", "Decided", "Framing", "Question",
-           "Runner", "Thresholds", "decide", "decide_level", "load_prompts"]
+__all__ = [
+    "AliasError",
+    "Classification",
+    "Classifier",
+    "Decided",
+    "Framing",
+    "Question",
+    "Runner",
+    "Thresholds",
+    "decide",
+    "decide_level",
+    "load_prompts",
+]

@@ -37,18 +37,28 @@ def answer_from_logprobs(question: Question, logprobs: dict[str, float]) -> Answ
     mass = np.exp(lp - top)
     coverage = float(math.exp(top) * mass.sum())
     probs = mass / mass.sum()
-    return _build(question, {lab: float(p) for lab, p in zip(labels, probs, strict=True)},
-                  {lab: float(v) for lab, v in zip(labels, lp, strict=True)}, coverage)
+    return _build(
+        question,
+        {lab: float(p) for lab, p in zip(labels, probs, strict=True)},
+        {lab: float(v) for lab, v in zip(labels, lp, strict=True)},
+        coverage,
+    )
 
 
-def _build(question: Question, probabilities: dict[str, float], logprobs: dict[str, float],
-           coverage: float) -> Answer:
+def _build(question: Question, probabilities: dict[str, float], logprobs: dict[str, float], coverage: float) -> Answer:
     labels = question.labels()
     chosen = max(labels, key=lambda lab: probabilities[lab])  # ties: the first option
     coverage = min(max(coverage, 0.0), 1.0)
-    answer = Answer(kind=question.kind, options=list(labels), chosen=chosen,
-                    probabilities=probabilities, logprobs=logprobs, coverage=coverage,
-                    confidence=probabilities[chosen] * coverage, method="logits")
+    answer = Answer(
+        kind=question.kind,
+        options=list(labels),
+        chosen=chosen,
+        probabilities=probabilities,
+        logprobs=logprobs,
+        coverage=coverage,
+        confidence=probabilities[chosen] * coverage,
+        method="logits",
+    )
     if question.kind == "boolean":
         answer.probability = probabilities["yes"]
     elif question.kind == "score":
@@ -68,12 +78,16 @@ def merge_permutations(question: Question, variants: list[Answer]) -> Answer:
     if len(variants) == 1:
         return variants[0]
     labels = question.labels()
-    probs = {lab: float(np.mean([v.probabilities[lab] for v in variants]))  # type: ignore[index]
-             for lab in labels}
+    probs = {
+        lab: float(np.mean([v.probabilities[lab] for v in variants]))  # type: ignore[index]
+        for lab in labels
+    }
     total = sum(probs.values())
     probs = {lab: p / total for lab, p in probs.items()}
-    logprobs = {lab: float(np.mean([v.logprobs[lab] for v in variants]))  # type: ignore[index]
-                for lab in labels}
+    logprobs = {
+        lab: float(np.mean([v.logprobs[lab] for v in variants]))  # type: ignore[index]
+        for lab in labels
+    }
     coverage = float(np.mean([v.coverage for v in variants]))
     return _build(question, probs, logprobs, coverage)
 
@@ -82,8 +96,7 @@ def generated_answer(question: Question, label: str) -> Answer:
     """An answer read from constrained generation: no probabilities, no confidence."""
     if label not in question.labels():
         raise ValueError(f"generated {label!r} is not one of {list(question.labels())}")
-    answer = Answer(kind=question.kind, options=list(question.labels()), chosen=label,
-                    method="generated")
+    answer = Answer(kind=question.kind, options=list(question.labels()), chosen=label, method="generated")
     if question.kind == "score":
         answer.mode = int(label)
         answer.value = float(label)

@@ -32,7 +32,8 @@ JSON_INSTRUCTION = (
     "Classify the ticket above under the policy. Reply with one JSON object: "
     f'{{"category": one of {", ".join(_VOCABULARY.categories)}; '
     f'"risk": {", ".join(_VOCABULARY.levels[:-1])} or {_VOCABULARY.levels[-1]}; '
-    '"confidence": a number from 0 to 1; "reasoning": one short sentence}.')
+    '"confidence": a number from 0 to 1; "reasoning": one short sentence}.'
+)
 
 
 def _alternatives(words: tuple[str, ...]) -> str:
@@ -40,14 +41,14 @@ def _alternatives(words: tuple[str, ...]) -> str:
 
 
 JSON_GRAMMAR = (
-    r'''root ::= ( "{\"category\": \"" cat "\", \"risk\": \"" risk "\", "
+    r"""root ::= ( "{\"category\": \"" cat "\", \"risk\": \"" risk "\", "
          "\"confidence\": " conf ", \"reasoning\": \"" reason "\"}" )
-'''
+"""
     f"cat ::= {_alternatives(_VOCABULARY.categories)}\n"
     f"risk ::= {_alternatives(_VOCABULARY.levels)}\n"
-    r'''conf ::= "0." [0-9] [0-9]? | "1.0" | "1"
+    r"""conf ::= "0." [0-9] [0-9]? | "1.0" | "1"
 reason ::= [^"\\\n]*
-'''
+"""
 )
 JSON_MAX_TOKENS = 128
 
@@ -68,8 +69,7 @@ def _texts(tickets: list[Any]) -> list[str]:
     return out
 
 
-def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
-        quiet: bool = False) -> dict:
+def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None, quiet: bool = False) -> dict:
     """The `l2` section of the bench report (times in ms)."""
     from ..progress import progress
 
@@ -80,21 +80,21 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         # green gate read are read here too (the `layer_features` cost)
         from service.calibration.loader import load_latest
 
-        classifier.set_calibrator(load_latest(settings.calibration_dir,
-                                              classifier.model_info.sha256,
-                                              classifier.prompt_sha).calibrator)
+        classifier.set_calibrator(
+            load_latest(settings.calibration_dir, classifier.model_info.sha256, classifier.prompt_sha).calibrator
+        )
     runner = classifier.runner
     prompts = classifier.prompts
     questions = classifier.questions
     system_tokens = classifier.system_tokens
     prefix_tokens_at_start = runner.stats.prefix_tokens
-    fallback = Fallback(names=FALLBACK_QUESTIONS, min_coverage=classifier.thresholds.min_coverage,
-                        instruction=prompts.fallback_prompt)
+    fallback = Fallback(
+        names=FALLBACK_QUESTIONS, min_coverage=classifier.thresholds.min_coverage, instruction=prompts.fallback_prompt
+    )
 
     def timed(text: str, qs: dict, mode: str = "parallel"):
         started = time.perf_counter()
-        d = decide(runner, text, prompts.context, qs, framing=prompts.framing, mode=mode,
-                   fallback=fallback)
+        d = decide(runner, text, prompts.context, qs, framing=prompts.framing, mode=mode, fallback=fallback)
         return (time.perf_counter() - started) * 1000, d
 
     classifier.classify(texts[0])  # warm-up, not counted (first-call allocations)
@@ -112,13 +112,14 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
         tokens.append(out.result.tokens_evaluated)
         ms, rewound = timed(text, questions, mode="rewind")
         rewind_ms.append(ms)
-        ms, _ = timed(text, questions, mode="parallel" if classifier.mode != "parallel"
-                      else "fused")
+        ms, _ = timed(text, questions, mode="parallel" if classifier.mode != "parallel" else "fused")
         other_ms.append(ms)
-        diffs = [abs(p - rewound.answers[q].probabilities[lab])
-                 for q, a in out.result.answers.items()
-                 if a.probabilities and q in rewound.answers and rewound.answers[q].probabilities
-                 for lab, p in a.probabilities.items()]
+        diffs = [
+            abs(p - rewound.answers[q].probabilities[lab])
+            for q, a in out.result.answers.items()
+            if a.probabilities and q in rewound.answers and rewound.answers[q].probabilities
+            for lab, p in a.probabilities.items()
+        ]
         if diffs:
             max_diff.append(max(diffs))
         ms, first = timed(text, first_only)
@@ -138,8 +139,11 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
     n_variants = len(_variants(questions))
     logits_med = _median(logits_ms)
     first_med = _median(first_ms)
-    extra = ((logits_med - first_med) / (n_variants - 1)
-             if logits_med is not None and first_med is not None and n_variants > 1 else None)
+    extra = (
+        (logits_med - first_med) / (n_variants - 1)
+        if logits_med is not None and first_med is not None and n_variants > 1
+        else None
+    )
     json_med = _median(json_ms)
     json_answers_med = _median(json_answers_ms)
     return {
@@ -173,14 +177,14 @@ def run(settings: Any, tickets: list[Any], classifier: Classifier | None = None,
             "answer_layers": list(served_capture.answers),
             "ms_median_without": _median(no_layers_ms),
             "ms_median_with": logits_med,
-            "overhead_share": _median([(a - b) / b for a, b in zip(logits_ms, no_layers_ms,
-                                                                     strict=True) if b]),
+            "overhead_share": _median([(a - b) / b for a, b in zip(logits_ms, no_layers_ms, strict=True) if b]),
         },
     }
 
 
-def _kv_sharing(mode: str, served: list[float], other: list[float], rewind: list[float],
-                max_diff: list[float]) -> dict[str, Any]:
+def _kv_sharing(
+    mode: str, served: list[float], other: list[float], rewind: list[float], max_diff: list[float]
+) -> dict[str, Any]:
     """Median ms per ticket for each way of sharing the ticket's KV between the questions."""
     other_mode = "parallel" if mode != "parallel" else "fused"
     medians = {mode: _median(served), other_mode: _median(other), "rewind": _median(rewind)}
@@ -201,8 +205,7 @@ def _variants(questions: dict) -> list[str]:
 def _suffix_tokens(classifier: Classifier, name: str) -> list[int]:
     from service.l2.decide import _suffix
 
-    _, _, tail = prefix_layout(classifier.runner, classifier.prompts.context,
-                               classifier.prompts.framing)
+    _, _, tail = prefix_layout(classifier.runner, classifier.prompts.context, classifier.prompts.framing)
     q = classifier.questions[name]
     return _suffix(classifier.runner, classifier.prompts.framing.render(q), tail)
 
@@ -218,8 +221,7 @@ def _json_path(classifier: Classifier, text: str) -> tuple[float, int]:
             prefix = runner.prefix(prefix_tokens)
             state = runner.open_state(prefix, runner.tokenize(text) + runner.tokenize(between))
             suffix = runner.tokenize(JSON_INSTRUCTION) + runner.tokenize(tail, special=True)
-            _, generated = runner.generate(state, suffix, JSON_GRAMMAR,
-                                           max_tokens=JSON_MAX_TOKENS)
+            _, generated = runner.generate(state, suffix, JSON_GRAMMAR, max_tokens=JSON_MAX_TOKENS)
         finally:
             runner.close_state()
     return (time.perf_counter() - started) * 1000, generated - len(suffix)

@@ -64,12 +64,22 @@ def model_sha256(path: Path) -> str:
 class Classifier:
     """Risk, red flags, category, urgency and team of a ticket from one resident GGUF."""
 
-    def __init__(self, model_path: str | Path, n_threads: int = 2, n_ctx: int = 4096,
-                 prompts_dir: str | Path = PROJECT_ROOT / "prompts",
-                 calibrator: Calibrator | None = None, *, timeout_s: float = 30.0,
-                 mode: str = DEFAULT_MODE, thresholds: Thresholds | None = None,
-                 risk_permutations: int | None = None, runner: Runner | None = None,
-                 capture: Capture | None = None, record: str | None = RECORDED) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        n_threads: int = 2,
+        n_ctx: int = 4096,
+        prompts_dir: str | Path = PROJECT_ROOT / "prompts",
+        calibrator: Calibrator | None = None,
+        *,
+        timeout_s: float = 30.0,
+        mode: str = DEFAULT_MODE,
+        thresholds: Thresholds | None = None,
+        risk_permutations: int | None = None,
+        runner: Runner | None = None,
+        capture: Capture | None = None,
+        record: str | None = RECORDED,
+    ) -> None:
         self.prompts: Prompts = load_prompts(prompts_dir)
         self.questions = dict(self.prompts.questions)
         if risk_permutations is not None:
@@ -84,8 +94,7 @@ class Classifier:
         self.runner = runner or Runner(model_path, n_threads=n_threads, n_ctx=n_ctx)
         self._fixed_capture = capture  # a replay reads every candidate layer, whatever heads need
         # read on every ticket, artifact or not, so that operator decisions can train one
-        self._recorded = frozenset(feature_names(record, self.questions, self.runner.n_layer)
-                                   if record else ())
+        self._recorded = frozenset(feature_names(record, self.questions, self.runner.n_layer) if record else ())
         self._calibrator = None
         self.set_calibrator(calibrator)
         check_aliases(self.runner, self.questions)  # a multi-token alias stops start-up here
@@ -93,16 +102,26 @@ class Classifier:
         started = time.perf_counter()
         prefix_tokens, _, _ = prefix_layout(self.runner, self.prompts.context, self.prompts.framing)
         self.runner.prefix(prefix_tokens)
-        log.info("l2_ready", model=self.runner.model_path.name, prompt_sha=self.prompt_sha[:12],
-                 system_tokens=len(prefix_tokens), mode=mode,
-                 warmup_ms=round((time.perf_counter() - started) * 1000, 1))
+        log.info(
+            "l2_ready",
+            model=self.runner.model_path.name,
+            prompt_sha=self.prompt_sha[:12],
+            system_tokens=len(prefix_tokens),
+            mode=mode,
+            warmup_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
 
     @classmethod
-    def from_settings(cls, settings: Settings, calibrator: Calibrator | None = None,
-                      **kwargs) -> Classifier:
-        return cls(bundled_model_path(settings), n_threads=settings.n_threads,
-                   n_ctx=settings.n_ctx, prompts_dir=settings.prompts_dir,
-                   calibrator=calibrator, timeout_s=settings.l2_timeout_s, **kwargs)
+    def from_settings(cls, settings: Settings, calibrator: Calibrator | None = None, **kwargs) -> Classifier:
+        return cls(
+            bundled_model_path(settings),
+            n_threads=settings.n_threads,
+            n_ctx=settings.n_ctx,
+            prompts_dir=settings.prompts_dir,
+            calibrator=calibrator,
+            timeout_s=settings.l2_timeout_s,
+            **kwargs,
+        )
 
     # ------------------------------------------------------------------ identity
     @property
@@ -138,8 +157,7 @@ class Classifier:
             self._calibrator = calibrator
 
     # ------------------------------------------------------------------ classify
-    def classify(self, text: str, timeout_s: float | None = None,
-                 questions: dict | None = None) -> Classification:
+    def classify(self, text: str, timeout_s: float | None = None, questions: dict | None = None) -> Classification:
         """Classify one ticket text; never raises, never green on any failure."""
         started = time.perf_counter()
         # The deadline starts now: waiting for the model behind another ticket counts too.
@@ -148,20 +166,33 @@ class Classifier:
         try:
             with self._lock:
                 decided = decide(
-                    self.runner, text, self.prompts.context, questions or self.questions,
-                    framing=self.prompts.framing, mode=self.mode, deadline=deadline,
+                    self.runner,
+                    text,
+                    self.prompts.context,
+                    questions or self.questions,
+                    framing=self.prompts.framing,
+                    mode=self.mode,
+                    deadline=deadline,
                     calibrator=calibrator,
-                    fallback=Fallback(names=FALLBACK_QUESTIONS,
-                                      min_coverage=self.thresholds.min_coverage,
-                                      instruction=self.prompts.fallback_prompt))
-            out = Classification(result=self._verdict(decided, calibrator),
-                                 features=decided.features, variants=decided.variants,
-                                 truncated=decided.truncated)
+                    fallback=Fallback(
+                        names=FALLBACK_QUESTIONS,
+                        min_coverage=self.thresholds.min_coverage,
+                        instruction=self.prompts.fallback_prompt,
+                    ),
+                )
+            out = Classification(
+                result=self._verdict(decided, calibrator),
+                features=decided.features,
+                variants=decided.variants,
+                truncated=decided.truncated,
+            )
         except Exception as exc:  # belt and braces: decide() already catches model failures
             log.exception("l2_classify_failed")
-            out = Classification(result=L2Result(
-                level="yellow", method="unavailable",
-                reason=f"classifier error: {type(exc).__name__}: {exc}"))
+            out = Classification(
+                result=L2Result(
+                    level="yellow", method="unavailable", reason=f"classifier error: {type(exc).__name__}: {exc}"
+                )
+            )
         out.result.timings_ms["total_ms"] = (time.perf_counter() - started) * 1000
         return out
 
@@ -172,24 +203,25 @@ class Classifier:
         self.runner.close()
 
 
-def verdict(d: Decided, calibrator: Calibrator | None, thresholds: Thresholds,
-            prompts: Prompts) -> L2Result:
+def verdict(d: Decided, calibrator: Calibrator | None, thresholds: Thresholds, prompts: Prompts) -> L2Result:
     """The L2 result of decided answers: the artifact's thresholds when they were calibrated,
     its green gate, the fallback never green, the team routed from the category."""
     if d.method == "unavailable":
-        return L2Result(level="yellow", method="unavailable", tokens_evaluated=0,
-                        timings_ms=d.timings, reason=d.reason)
+        return L2Result(level="yellow", method="unavailable", tokens_evaluated=0, timings_ms=d.timings, reason=d.reason)
     if d.calibrated and calibrator is not None and calibrator.thresholds is not None:
         thresholds = calibrator.thresholds
     unlike = None
     if d.gate is not None and not d.gate[0]:
         distance = "not measurable" if d.gate[1] is None else f"{d.gate[1]:.2f}"
         unlike = f"unlike the labelled greens (gate distance {distance})"
-    level, red_flags, why = decide_level(d.answers, thresholds, truncated=d.truncated,
-                                         unlike_greens=unlike)
+    level, red_flags, why = decide_level(d.answers, thresholds, truncated=d.truncated, unlike_greens=unlike)
     # The gate "blocked" a ticket when it is the only thing between it and green.
-    ood_blocked = bool(unlike) and d.method != "generated" and level == "yellow" \
+    ood_blocked = (
+        bool(unlike)
+        and d.method != "generated"
+        and level == "yellow"
         and decide_level(d.answers, thresholds, truncated=d.truncated)[0] == "green"
+    )
     if d.method == "generated":
         level = max_level(level, "yellow")  # the fallback path is never green
     reason = why if not d.reason else f"{d.reason}; {why}"
@@ -197,9 +229,18 @@ def verdict(d: Decided, calibrator: Calibrator | None, thresholds: Thresholds,
     urgency = answers.get("urgency")
     category = answers["category"].chosen if "category" in answers else None
     return L2Result(
-        level=level, method=d.method, calibrated=d.calibrated,  # type: ignore[arg-type]
-        calibration_version=d.calibration_version, answers=answers, red_flags=red_flags,
-        category=category, urgency=urgency.mode if urgency is not None else None,
-        team=prompts.team_for(category), tokens_evaluated=d.tokens_evaluated,
-        timings_ms=dict(d.timings), reason=reason,
-        ood_distance=d.gate[1] if d.gate is not None else None, ood_blocked=ood_blocked)
+        level=level,
+        method=d.method,
+        calibrated=d.calibrated,  # type: ignore[arg-type]
+        calibration_version=d.calibration_version,
+        answers=answers,
+        red_flags=red_flags,
+        category=category,
+        urgency=urgency.mode if urgency is not None else None,
+        team=prompts.team_for(category),
+        tokens_evaluated=d.tokens_evaluated,
+        timings_ms=dict(d.timings),
+        reason=reason,
+        ood_distance=d.gate[1] if d.gate is not None else None,
+        ood_blocked=ood_blocked,
+    )

@@ -44,11 +44,9 @@ class Calibrator(Protocol):
     thresholds: Any  # service.l2.decision.Thresholds
     feature_names: frozenset[str]  # the hidden-state vectors its heads read
 
-    def apply(self, answers: dict[str, Answer],
-              features: dict[str, np.ndarray]) -> dict[str, Answer]: ...
+    def apply(self, answers: dict[str, Answer], features: dict[str, np.ndarray]) -> dict[str, Answer]: ...
 
-    def green_gate(self, features: dict[str, np.ndarray]
-                   ) -> tuple[bool, float | None] | None: ...
+    def green_gate(self, features: dict[str, np.ndarray]) -> tuple[bool, float | None] | None: ...
 
 
 @dataclass(frozen=True)
@@ -84,8 +82,7 @@ def variant_names(name: str, question: Question) -> list[tuple[str, Question]]:
     if question.kind != "choice" or question.permutations <= 1:
         return [(name, question)]
     n = len(question.options)
-    shifts = sorted({round(i * n / question.permutations) % n
-                     for i in range(question.permutations)})
+    shifts = sorted({round(i * n / question.permutations) % n for i in range(question.permutations)})
     return [(name if s == 0 else f"{name}@{s}", question.rotated(s)) for s in shifts]
 
 
@@ -109,8 +106,7 @@ def prefix_layout(runner: Runner, context: str, framing: Framing) -> tuple[list[
     """(prefix tokens, text between state and question, template tail) for a context."""
     key = ("layout", context, framing)
     if key not in runner.memo:
-        head, between, tail = runner.template.layout(context, framing.ticket_intro,
-                                                     framing.ticket_outro)
+        head, between, tail = runner.template.layout(context, framing.ticket_intro, framing.ticket_outro)
         runner.memo[key] = (runner.prompt_tokens(head), between, tail)
     return runner.memo[key]
 
@@ -128,7 +124,7 @@ def _fit(tokens: list[int], budget: int, mark: list[int]) -> tuple[list[int], bo
         return tokens, False
     room = max(budget - len(mark), 2)
     head = room * 3 // 4
-    return tokens[:head] + mark + tokens[len(tokens) - (room - head):], True
+    return tokens[:head] + mark + tokens[len(tokens) - (room - head) :], True
 
 
 def fallback_grammar(questions: dict[str, Question], names: list[str]) -> str:
@@ -139,15 +135,14 @@ def fallback_grammar(questions: dict[str, Question], names: list[str]) -> str:
         labels = " | ".join(_gbnf_str(f'"{lab}"') for lab in questions[name].labels())
         rules.append(f"v{i} ::= {labels}")
         sep = '"{"' if i == 0 else '", "'
-        parts.append(f"{sep} {_gbnf_str(chr(34) + name + chr(34))} \": \" v{i}")
+        parts.append(f'{sep} {_gbnf_str(chr(34) + name + chr(34))} ": " v{i}')
     root = "root ::= " + " ".join(parts) + ' "}"'
     return "\n".join([root, *rules]) + "\n"
 
 
-def apply_calibration(answers: dict[str, Answer], features: dict[str, np.ndarray],
-                      calibrator: Calibrator | None
-                      ) -> tuple[dict[str, Answer], bool, str | None,
-                                 tuple[bool, float | None] | None, str | None]:
+def apply_calibration(
+    answers: dict[str, Answer], features: dict[str, np.ndarray], calibrator: Calibrator | None
+) -> tuple[dict[str, Answer], bool, str | None, tuple[bool, float | None] | None, str | None]:
     """(answers, calibrated, version, green gate, failure): the artifact applied to the logits
     answers. A broken artifact must not stop triage: the answers stay raw and `failure` says why."""
     if calibrator is None:
@@ -161,8 +156,7 @@ def apply_calibration(answers: dict[str, Answer], features: dict[str, np.ndarray
         return answers, False, None, None, f"calibration failed: {exc}"
 
 
-def hidden_features(readouts: dict[str, Readout], pooled: dict[int, np.ndarray]
-                    ) -> dict[str, np.ndarray]:
+def hidden_features(readouts: dict[str, Readout], pooled: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
     """Every hidden-state vector of one ticket, by the name a calibration head asks for:
     `<question>` the final layer at its answer, `<question>@l<N>` layer N there, and
     `ticket@l<N>` layer N averaged over the ticket's tokens."""
@@ -193,10 +187,18 @@ def _gbnf_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def decide(runner: Runner, state: str, context: str, questions: dict[str, Question], *,
-           framing: Framing | None = None, mode: str = "parallel",
-           deadline: float | None = None, calibrator: Calibrator | None = None,
-           fallback: Fallback | None = None) -> Decided:
+def decide(
+    runner: Runner,
+    state: str,
+    context: str,
+    questions: dict[str, Question],
+    *,
+    framing: Framing | None = None,
+    mode: str = "parallel",
+    deadline: float | None = None,
+    calibrator: Calibrator | None = None,
+    fallback: Fallback | None = None,
+) -> Decided:
     """Answer every question about `state` with `context` as the system turn. Never raises
     for a model failure or timeout: method "unavailable" with a reason instead."""
     framing = framing or Framing()
@@ -204,8 +206,9 @@ def decide(runner: Runner, state: str, context: str, questions: dict[str, Questi
     timings: dict[str, float] = {}
     with runner.lock:
         try:
-            return _decide(runner, state, context, questions, framing, mode, deadline,
-                           calibrator, fallback, timings, started)
+            return _decide(
+                runner, state, context, questions, framing, mode, deadline, calibrator, fallback, timings, started
+            )
         except DeadlineExceeded as exc:
             reason, error = f"timeout: {exc}", "timeout"
         except Exception as exc:  # a model or library failure must not take the caller down
@@ -217,9 +220,19 @@ def decide(runner: Runner, state: str, context: str, questions: dict[str, Questi
     return Decided(method="unavailable", answers={}, timings=timings, reason=reason, error=error)
 
 
-def _decide(runner: Runner, state: str, context: str, questions: dict[str, Question],
-            framing: Framing, mode: str, deadline: float | None, calibrator: Calibrator | None,
-            fallback: Fallback | None, timings: dict[str, float], started: float) -> Decided:
+def _decide(
+    runner: Runner,
+    state: str,
+    context: str,
+    questions: dict[str, Question],
+    framing: Framing,
+    mode: str,
+    deadline: float | None,
+    calibrator: Calibrator | None,
+    fallback: Fallback | None,
+    timings: dict[str, float],
+    started: float,
+) -> Decided:
     t0 = time.perf_counter()
     prefix_tokens, between, tail = prefix_layout(runner, context, framing)
     prefix = runner.prefix(prefix_tokens)  # evaluated once per context (level 1)
@@ -237,14 +250,13 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
     branch_need = sum(len(s) + think for s in suffixes.values())
     fb_need = 0
     if fallback is not None:
-        fb_need = len(_suffix(runner, fallback.instruction(list(fallback.names)), tail)) \
-            + FALLBACK_MAX_TOKENS
+        fb_need = len(_suffix(runner, fallback.instruction(list(fallback.names)), tail)) + FALLBACK_MAX_TOKENS
     outro = runner.tokenize(between)
-    budget = runner.n_ctx - runner.cached_prefix_tokens() - max(branch_need, fb_need) \
-        - len(outro) - 4
+    budget = runner.n_ctx - runner.cached_prefix_tokens() - max(branch_need, fb_need) - len(outro) - 4
     if budget < 16:
-        raise RuntimeError(f"n_ctx={runner.n_ctx} leaves no room for the text "
-                           f"(prefix {prefix.n}, questions {branch_need})")
+        raise RuntimeError(
+            f"n_ctx={runner.n_ctx} leaves no room for the text (prefix {prefix.n}, questions {branch_need})"
+        )
     ticket, truncated = _fit(runner.tokenize(state), budget, runner.tokenize(TRUNCATION_MARK))
 
     t0 = time.perf_counter()
@@ -262,8 +274,9 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
     raw: dict[str, Answer] = {}
     for v, r in readouts.items():
         lp = log_softmax(r.logits)
-        raw[v] = answer_from_logprobs(asked[v], {lab: float(lp[i]) for lab, i in
-                                                 zip(asked[v].labels(), ids[v], strict=True)})
+        raw[v] = answer_from_logprobs(
+            asked[v], {lab: float(lp[i]) for lab, i in zip(asked[v].labels(), ids[v], strict=True)}
+        )
     answers: dict[str, Answer] = {}
     variants: dict[str, Answer] = {}
     for name, question in questions.items():
@@ -276,14 +289,14 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
     method = "logits"
     reason = None
     if fallback is not None:
-        low = [n for n in fallback.names
-               if n in answers and (answers[n].coverage or 0.0) < fallback.min_coverage]
+        low = [n for n in fallback.names if n in answers and (answers[n].coverage or 0.0) < fallback.min_coverage]
         if low:
             t0 = time.perf_counter()
             names = [n for n in fallback.names if n in questions]
             suffix = _suffix(runner, fallback.instruction(names), tail)
-            text, n_gen = runner.generate(st, suffix, fallback_grammar(questions, names),
-                                          max_tokens=FALLBACK_MAX_TOKENS, deadline=deadline)
+            text, n_gen = runner.generate(
+                st, suffix, fallback_grammar(questions, names), max_tokens=FALLBACK_MAX_TOKENS, deadline=deadline
+            )
             tokens += n_gen
             timings["fallback_ms"] = (time.perf_counter() - t0) * 1000
             method = "generated"
@@ -298,13 +311,21 @@ def _decide(runner: Runner, state: str, context: str, questions: dict[str, Quest
                     answers.pop(n, None)  # no answer at all: the verdict falls to yellow
                 reason += f"; output malformed: {text[:80]!r}"
 
-    answers, calibrated, version, gate, failure = apply_calibration(answers, features,
-                                                                    calibrator)
+    answers, calibrated, version, gate, failure = apply_calibration(answers, features, calibrator)
     if failure:
         reason = (reason + "; " if reason else "") + failure
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    return Decided(method=method, answers=answers, calibrated=calibrated,
-                   calibration_version=version, tokens_evaluated=tokens, timings=timings,
-                   features=features, variants=variants,
-                   suffix_tokens={v: r.tokens for v, r in readouts.items()},
-                   truncated=truncated, reason=reason, gate=gate)
+    return Decided(
+        method=method,
+        answers=answers,
+        calibrated=calibrated,
+        calibration_version=version,
+        tokens_evaluated=tokens,
+        timings=timings,
+        features=features,
+        variants=variants,
+        suffix_tokens={v: r.tokens for v, r in readouts.items()},
+        truncated=truncated,
+        reason=reason,
+        gate=gate,
+    )

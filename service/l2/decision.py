@@ -23,10 +23,10 @@ class Thresholds(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     green: float = 0.8  # P(green) needed for green
     red: float = 0.3  # P(red) from which the ticket is red
-    flags: dict[str, float] = msgspec.field(
-        default_factory=lambda: {flag: 0.5 for flag in RED_FLAGS})  # P(yes) -> red
+    flags: dict[str, float] = msgspec.field(default_factory=lambda: {flag: 0.5 for flag in RED_FLAGS})  # P(yes) -> red
     yellow_flags: dict[str, float] = msgspec.field(
-        default_factory=lambda: {flag: 0.5 for flag in YELLOW_FLAGS})  # P(yes) -> not green
+        default_factory=lambda: {flag: 0.5 for flag in YELLOW_FLAGS}
+    )  # P(yes) -> not green
     min_coverage: float = 0.5  # risk/category coverage under this -> constrained generation
 
 
@@ -39,12 +39,13 @@ def p_yes(answer: Answer) -> float:
     return 1.0 if answer.chosen == "yes" else 0.0
 
 
-def decide_level(answers: dict[str, Answer], thresholds: Thresholds, *,
-                 truncated: bool = False, unlike_greens: str | None = None
-                 ) -> tuple[Level, list[str], str]:
+def decide_level(
+    answers: dict[str, Answer], thresholds: Thresholds, *, truncated: bool = False, unlike_greens: str | None = None
+) -> tuple[Level, list[str], str]:
     """(level, red flags raised, one-line reason) from the answers; fails closed to yellow."""
-    red_flags = [flag for flag in RED_FLAGS
-                 if flag in answers and p_yes(answers[flag]) >= thresholds.flags.get(flag, 0.5)]
+    red_flags = [
+        flag for flag in RED_FLAGS if flag in answers and p_yes(answers[flag]) >= thresholds.flags.get(flag, 0.5)
+    ]
     if red_flags:
         detail = ", ".join(f"{f} P(yes)={p_yes(answers[f]):.2f}" for f in red_flags)
         return "red", red_flags, f"red flag: {detail}"

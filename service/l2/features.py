@@ -16,6 +16,7 @@ from service.l2.runner import Capture
 # `triage recalibrate`), so decisions made before any artifact was loaded can still train one.
 RECORDED = "ticket@mid"
 
+
 def replay_capture(n_layer: int) -> Capture:
     """The candidate layers: the middle and three quarters down (pooled and at the answers),
     and the last layer whose output covers every token (pooled). llama.cpp keeps only the
@@ -27,12 +28,10 @@ def replay_capture(n_layer: int) -> Capture:
 # Feature sets by name, resolved against the model's layers (`feature_names`): "answers" is
 # the final layer at every question's answer position, "answers@mid" the middle layer there,
 # "ticket@mid" / "ticket@late" / "ticket@last" a layer averaged over the ticket's tokens.
-FEATURE_SETS: tuple[str, ...] = ("answers", "answers@mid", "answers@late", "ticket@mid",
-                                 "ticket@late", "ticket@last")
+FEATURE_SETS: tuple[str, ...] = ("answers", "answers@mid", "answers@late", "ticket@mid", "ticket@late", "ticket@last")
 
 
-def feature_names(spec: str | tuple[str, ...], questions: Iterable[str], n_layer: int
-                  ) -> tuple[str, ...]:
+def feature_names(spec: str | tuple[str, ...], questions: Iterable[str], n_layer: int) -> tuple[str, ...]:
     """The hidden-state vector names (service.l2.decide.hidden_features) a spec stands for;
     a spec is one name of FEATURE_SETS or several joined with '+'."""
     capture = replay_capture(n_layer)

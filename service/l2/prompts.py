@@ -61,25 +61,27 @@ class Question(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def validate(self, name: str) -> None:
         if self.kind == "choice":
             if not 2 <= len(self.options) <= len(LETTERS):
-                raise PromptError(f"question {name!r}: a choice needs 2..26 options, "
-                                  f"got {len(self.options)}")
+                raise PromptError(f"question {name!r}: a choice needs 2..26 options, got {len(self.options)}")
             if len(set(self.options)) != len(self.options):
                 raise PromptError(f"question {name!r}: duplicate options {list(self.options)}")
             if not 1 <= self.permutations <= len(self.options):
-                raise PromptError(f"question {name!r}: permutations must be 1..{len(self.options)},"
-                                  f" got {self.permutations}")
+                raise PromptError(
+                    f"question {name!r}: permutations must be 1..{len(self.options)}, got {self.permutations}"
+                )
         elif self.options:
             raise PromptError(f"question {name!r}: options are only for choice questions")
         if self.kind == "score" and not 0 <= self.min < self.max <= 9:
             # Each value must be one digit token; two-digit values would need two tokens.
-            raise PromptError(f"question {name!r}: a score needs 0 <= min < max <= 9 (one digit each), "
-                              f"got {self.min}..{self.max}")
+            raise PromptError(
+                f"question {name!r}: a score needs 0 <= min < max <= 9 (one digit each), got {self.min}..{self.max}"
+            )
         if self.kind != "choice" and self.permutations != 1:
             raise PromptError(f"question {name!r}: permutations are only for choice questions")
         if self.options_in_context and (self.kind == "score" or self.permutations != 1):
             # A rotated order could not be shown: the context lists one order only.
-            raise PromptError(f"question {name!r}: options_in_context needs a choice or boolean "
-                              f"question with permutations 1")
+            raise PromptError(
+                f"question {name!r}: options_in_context needs a choice or boolean question with permutations 1"
+            )
 
     def rotated(self, shift: int) -> Question:
         """The same question with its options cyclically shifted (position-bias averaging)."""
@@ -91,8 +93,7 @@ class Framing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How the state (ticket) and each question are written into the user turn."""
 
     ticket_intro: str = "<ticket>\n"
-    ticket_outro: str = ("\n</ticket>\n\nAnswer the question below about the ticket with one "
-                         "letter or digit.\n\n")
+    ticket_outro: str = "\n</ticket>\n\nAnswer the question below about the ticket with one letter or digit.\n\n"
     option: str = "{alias}. {label}"
     option_separator: str = "\n"
     choice: str = "{question}\n{options}"
@@ -101,8 +102,9 @@ class Framing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def letters(self, q: Question) -> str:
         """The question's options with their aliases, as the question or the context lists them."""
-        return self.option_separator.join(self.option.format(alias=a, label=lab)
-                                          for a, lab in zip(q.aliases(), q.labels(), strict=True))
+        return self.option_separator.join(
+            self.option.format(alias=a, label=lab) for a, lab in zip(q.aliases(), q.labels(), strict=True)
+        )
 
     def render(self, q: Question) -> str:
         """The full question text written after the ticket (before the template's turn end)."""
@@ -149,14 +151,14 @@ class Prompts(msgspec.Struct, frozen=True):
 
     def fallback_prompt(self, names: list[str]) -> str:
         """The fallback instruction for the given questions (their labels as enums)."""
-        fields = [{"name": n, "text": self.questions[n].text, "labels": self.questions[n].labels()}
-                  for n in names]
+        fields = [{"name": n, "text": self.questions[n].text, "labels": self.questions[n].labels()} for n in names]
         return _jinja().from_string(self.fallback_template).render(fields=fields).strip()
 
 
 def _jinja() -> jinja2.Environment:
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              autoescape=False)  # plain text prompts, not HTML
+    return jinja2.Environment(
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )  # plain text prompts, not HTML
 
 
 def prompt_sha(prompts_dir: str | Path) -> str:
@@ -209,13 +211,23 @@ def load_prompts(prompts_dir: str | Path) -> Prompts:
     # never saw: refuse it at load, naming the file that should list them.
     for name, listed in letters.items():
         if questions[name].options_in_context and listed not in context:
-            raise PromptError(f"{root / CONTEXT_FILE}: question {name!r} has options_in_context "
-                              f"but the context does not list {listed!r}")
+            raise PromptError(
+                f"{root / CONTEXT_FILE}: question {name!r} has options_in_context "
+                f"but the context does not list {listed!r}"
+            )
         if not questions[name].options_in_context and listed not in framing.render(questions[name]):
-            raise PromptError(f"{root / QUESTIONS_FILE}: question {name!r}: the framing does not "
-                              f"list its options {listed!r} (or set options_in_context)")
-    return Prompts(context=context, framing=framing, questions=questions, teams=teams,
-                   fallback_template=_read(root, FALLBACK_FILE), sha=prompt_sha(root))
+            raise PromptError(
+                f"{root / QUESTIONS_FILE}: question {name!r}: the framing does not "
+                f"list its options {listed!r} (or set options_in_context)"
+            )
+    return Prompts(
+        context=context,
+        framing=framing,
+        questions=questions,
+        teams=teams,
+        fallback_template=_read(root, FALLBACK_FILE),
+        sha=prompt_sha(root),
+    )
 
 
 def _check_routing(root: Path, teams: tuple[Team, ...], questions: dict[str, Question]) -> None:
@@ -225,11 +237,15 @@ def _check_routing(root: Path, teams: tuple[Team, ...], questions: dict[str, Que
     for team in teams:
         for category in team.categories:
             if category not in categories:
-                raise PromptError(f"{root / TEAMS_FILE}: team {team.name!r} names the unknown "
-                                  f"category {category!r} (categories: {list(categories)})")
+                raise PromptError(
+                    f"{root / TEAMS_FILE}: team {team.name!r} names the unknown "
+                    f"category {category!r} (categories: {list(categories)})"
+                )
             if category in routed:
-                raise PromptError(f"{root / TEAMS_FILE}: category {category!r} is routed to both "
-                                  f"{routed[category]!r} and {team.name!r}")
+                raise PromptError(
+                    f"{root / TEAMS_FILE}: category {category!r} is routed to both "
+                    f"{routed[category]!r} and {team.name!r}"
+                )
             routed[category] = team.name
     missing = [c for c in categories if c not in routed]
     if missing:

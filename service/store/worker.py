@@ -59,24 +59,26 @@ class WorkerStore:
 
     def next_delivery(self, consumer: str, claim_idle_ms: int, block_ms: int) -> Delivery | None:
         """A ticket abandoned by a silent worker first (XAUTOCLAIM), else a new one."""
-        reply = self.client.xautoclaim(self.keys.stream, WORKER_GROUP, consumer,
-                                       min_idle_time=claim_idle_ms, start_id="0-0", count=1)
+        reply = self.client.xautoclaim(
+            self.keys.stream, WORKER_GROUP, consumer, min_idle_time=claim_idle_ms, start_id="0-0", count=1
+        )
         claimed = [entry for entry in claimed_entries(reply) if entry and entry[1]]
         if claimed:
             entry_id, fields = claimed[0]
-            return Delivery(entry_id=text(entry_id), ticket_id=text(fields[b"id"]),
-                            deliveries=self._deliveries(text(entry_id)), claimed=True)
-        reply = self.client.xreadgroup(WORKER_GROUP, consumer, {self.keys.stream: ">"}, count=1,
-                                       block=block_ms)
+            return Delivery(
+                entry_id=text(entry_id),
+                ticket_id=text(fields[b"id"]),
+                deliveries=self._deliveries(text(entry_id)),
+                claimed=True,
+            )
+        reply = self.client.xreadgroup(WORKER_GROUP, consumer, {self.keys.stream: ">"}, count=1, block=block_ms)
         if not reply:
             return None
         entry_id, fields = reply[0][1][0]
-        return Delivery(entry_id=text(entry_id), ticket_id=text(fields[b"id"]), deliveries=1,
-                        claimed=False)
+        return Delivery(entry_id=text(entry_id), ticket_id=text(fields[b"id"]), deliveries=1, claimed=False)
 
     def _deliveries(self, entry_id: str) -> int:
-        rows = self.client.xpending_range(self.keys.stream, WORKER_GROUP, min=entry_id,
-                                          max=entry_id, count=1)
+        rows = self.client.xpending_range(self.keys.stream, WORKER_GROUP, min=entry_id, max=entry_id, count=1)
         return int(rows[0]["times_delivered"]) if rows else 1
 
     def ticket(self, ticket_id: str) -> StoredTicket | None:
@@ -85,24 +87,42 @@ class WorkerStore:
     def mark_processing(self, ticket_id: str, consumer: str, started_at: float) -> None:
         key = self.keys.ticket(ticket_id)
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(key, mapping={"status": "processing", "worker": consumer,
-                                "started_at": repr(started_at)})
+        pipe.hset(key, mapping={"status": "processing", "worker": consumer, "started_at": repr(started_at)})
         pipe.hincrby(key, "attempts", 1)
         pipe.execute()
 
-    def store_result(self, delivery: Delivery, result: TriageResult,
-                     features: dict[str, np.ndarray], has_callback: bool,
-                     accepted_at: float) -> bool:
+    def store_result(
+        self,
+        delivery: Delivery,
+        result: TriageResult,
+        features: dict[str, np.ndarray],
+        has_callback: bool,
+        accepted_at: float,
+    ) -> bool:
         """Store the result unless another delivery did, queue it for a person when not green,
         keep its hidden states, schedule its callback, and acknowledge the entry: one step."""
         queue = self.keys.queue(result.final_level) if result.final_level != "green" else ""
         stored = self._store(
-            keys=[self.keys.ticket(delivery.ticket_id), self.keys.stream, queue,
-                  self.keys.results, self.keys.features(delivery.ticket_id),
-                  self.keys.callbacks],
-            args=[delivery.entry_id, WORKER_GROUP, _encoder.encode(result).decode(),
-                  result.final_level, repr(result.completed_at), delivery.ticket_id,
-                  repr(accepted_at), encode_features(features), self.result_ttl_s, "1" if has_callback else "0"],
+            keys=[
+                self.keys.ticket(delivery.ticket_id),
+                self.keys.stream,
+                queue,
+                self.keys.results,
+                self.keys.features(delivery.ticket_id),
+                self.keys.callbacks,
+            ],
+            args=[
+                delivery.entry_id,
+                WORKER_GROUP,
+                _encoder.encode(result).decode(),
+                result.final_level,
+                repr(result.completed_at),
+                delivery.ticket_id,
+                repr(accepted_at),
+                encode_features(features),
+                self.result_ttl_s,
+                "1" if has_callback else "0",
+            ],
         )
         return bool(stored)
 
@@ -113,17 +133,32 @@ class WorkerStore:
         pipe.xdel(self.keys.stream, delivery.entry_id)
         pipe.execute()
 
-    def dead_letter(self, delivery: Delivery, result: TriageResult, reason: str,
-                    accepted_at: float, has_callback: bool) -> bool:
+    def dead_letter(
+        self, delivery: Delivery, result: TriageResult, reason: str, accepted_at: float, has_callback: bool
+    ) -> bool:
         """After too many deliveries: status failed, at least yellow, queued for a person, the
         callback scheduled. False (and nothing changed but the acknowledgement) when another
         delivery stored a result first."""
         failed = self._dead_letter(
-            keys=[self.keys.ticket(delivery.ticket_id), self.keys.stream, self.keys.deadletter,
-                  self.keys.queue(result.final_level), self.keys.callbacks],
-            args=[delivery.entry_id, WORKER_GROUP, delivery.ticket_id, reason,
-                  delivery.deliveries, repr(time.time()), _encoder.encode(result).decode(),
-                  result.final_level, repr(accepted_at), "1" if has_callback else "0"],
+            keys=[
+                self.keys.ticket(delivery.ticket_id),
+                self.keys.stream,
+                self.keys.deadletter,
+                self.keys.queue(result.final_level),
+                self.keys.callbacks,
+            ],
+            args=[
+                delivery.entry_id,
+                WORKER_GROUP,
+                delivery.ticket_id,
+                reason,
+                delivery.deliveries,
+                repr(time.time()),
+                _encoder.encode(result).decode(),
+                result.final_level,
+                repr(accepted_at),
+                "1" if has_callback else "0",
+            ],
         )
         return bool(failed)
 

@@ -44,20 +44,23 @@ def test_public_routes_need_no_token(anonymous):
 
 
 def test_unknown_token_is_401_and_is_not_echoed(anonymous):
-    response = anonymous.post("/v1/tickets", json={"body": "hi"},
-                              headers={"Authorization": "Bearer not-a-real-token-123456"})
+    response = anonymous.post(
+        "/v1/tickets", json={"body": "hi"}, headers={"Authorization": "Bearer not-a-real-token-123456"}
+    )
     assert response.status_code == 401
     assert "not-a-real-token" not in response.text
 
 
-@pytest.mark.parametrize(("token", "method", "path"), [
-    (INGEST, "GET", "/v1/queues/yellow"),
-    (INGEST, "POST", "/v1/tickets/t_x/decision"),
-    (OPERATOR, "POST", "/v1/tickets"),
-])
+@pytest.mark.parametrize(
+    ("token", "method", "path"),
+    [
+        (INGEST, "GET", "/v1/queues/yellow"),
+        (INGEST, "POST", "/v1/tickets/t_x/decision"),
+        (OPERATOR, "POST", "/v1/tickets"),
+    ],
+)
 def test_wrong_role_is_403(anonymous, token, method, path):
-    response = anonymous.request(method, path, json={"body": "x"},
-                                 headers={"Authorization": f"Bearer {token}"})
+    response = anonymous.request(method, path, json={"body": "x"}, headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 403
 
 
@@ -67,9 +70,10 @@ def test_ingest_rate_limit(prefix):
     from tests.support import ApiServer, make_settings
 
     settings = make_settings(prefix, ingest_rate_per_s=0.5, ingest_burst=2)
-    with ApiServer(settings) as server, httpx.Client(
-            base_url=server.url, headers={"Authorization": f"Bearer {INGEST}"}) as client:
-        codes = [client.post("/v1/tickets", json={"body": "hello"}).status_code
-                 for _ in range(3)]
+    with (
+        ApiServer(settings) as server,
+        httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {INGEST}"}) as client,
+    ):
+        codes = [client.post("/v1/tickets", json={"body": "hello"}).status_code for _ in range(3)]
         assert codes[:2] == [202, 202]
         assert codes[2] == 429

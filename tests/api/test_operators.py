@@ -21,15 +21,20 @@ def _finish(prefix: str, ticket_id: str, level: str) -> None:
     entry_id, _ = client.xrange(f"{prefix}:tickets")[0]
     stored = store.ticket(ticket_id)
     l1 = stored.l1
-    probs = {"green": 0.1, "yellow": 0.2, "red": 0.7} if level == "red" else \
-        {"green": 0.1, "yellow": 0.8, "red": 0.1}
-    l2 = L2Result(level=level, method="logits",  # type: ignore[arg-type]
-                  answers={"risk": Answer(kind="choice", options=list(probs), chosen=level,
-                                          probabilities=probs, coverage=0.9)})
-    result = combine(ticket_id, l1, l2, ModelInfo(name="m.gguf", sha256="0" * 64), "p" * 64,
-                     Timings(), time.time())
-    store.store_result(Delivery(entry_id=entry_id.decode(), ticket_id=ticket_id, deliveries=1,
-                                claimed=False), result, {}, False, stored.accepted_at)
+    probs = {"green": 0.1, "yellow": 0.2, "red": 0.7} if level == "red" else {"green": 0.1, "yellow": 0.8, "red": 0.1}
+    l2 = L2Result(
+        level=level,
+        method="logits",  # type: ignore[arg-type]
+        answers={"risk": Answer(kind="choice", options=list(probs), chosen=level, probabilities=probs, coverage=0.9)},
+    )
+    result = combine(ticket_id, l1, l2, ModelInfo(name="m.gguf", sha256="0" * 64), "p" * 64, Timings(), time.time())
+    store.store_result(
+        Delivery(entry_id=entry_id.decode(), ticket_id=ticket_id, deliveries=1, claimed=False),
+        result,
+        {},
+        False,
+        stored.accepted_at,
+    )
     client.close()
 
 
@@ -44,8 +49,7 @@ def test_queue_lists_oldest_first_with_cursor(ingest, operator, prefix):
     assert [item["id"] for item in first["items"]] == ids[:2]
     assert first["items"][0]["l2"]["risk"]["yellow"] == 0.8
     assert first["next_cursor"]
-    second = operator.get("/v1/queues/yellow",
-                          params={"limit": 2, "cursor": first["next_cursor"]}).json()
+    second = operator.get("/v1/queues/yellow", params={"limit": 2, "cursor": first["next_cursor"]}).json()
     assert [item["id"] for item in second["items"]] == ids[2:]
     assert second["next_cursor"] is None
     assert operator.get("/v1/queues/red").json()["items"] == []
@@ -64,13 +68,18 @@ def test_unknown_queue_and_bad_cursor_are_400(operator):
     assert operator.get("/v1/queues/red", params={"limit": 0}).status_code == 400
 
 
-def test_decision_goes_to_the_stream_and_leaves_the_queue(ingest, operator, prefix,
-                                                          redis_client):
+def test_decision_goes_to_the_stream_and_leaves_the_queue(ingest, operator, prefix, redis_client):
     ticket_id = ingest.post("/v1/tickets", json={"body": "I want a refund of my last invoice"}).json()["id"]
     _finish(prefix, ticket_id, "red")
     assert [i["id"] for i in operator.get("/v1/queues/red").json()["items"]] == [ticket_id]
-    decision = {"operator": "ana", "action": "approve", "correct_level": "red",
-                "category": "billing", "flags": {"commitment": True}, "note": "refund"}
+    decision = {
+        "operator": "ana",
+        "action": "approve",
+        "correct_level": "red",
+        "category": "billing",
+        "flags": {"commitment": True},
+        "note": "refund",
+    }
     response = operator.post(f"/v1/tickets/{ticket_id}/decision", json=decision)
     assert response.status_code == 201, response.text
     assert operator.get("/v1/queues/red").json()["items"] == []
@@ -86,23 +95,24 @@ def test_false_green_counts_in_metrics(ingest, operator, anonymous, prefix):
     ticket_id = ingest.post("/v1/tickets", json={"body": "How do I change my avatar?"}).json()["id"]
     _finish(prefix, ticket_id, "green")
     before = _metric(anonymous.get("/metrics").text, "triage_false_greens_total")
-    response = operator.post(f"/v1/tickets/{ticket_id}/decision",
-                             json={"operator": "li", "action": "escalate",
-                                   "correct_level": "yellow", "false_green": True})
+    response = operator.post(
+        f"/v1/tickets/{ticket_id}/decision",
+        json={"operator": "li", "action": "escalate", "correct_level": "yellow", "false_green": True},
+    )
     assert response.status_code == 201
     after = _metric(anonymous.get("/metrics").text, "triage_false_greens_total")
     assert after == before + 1
 
 
 def _decide(operator, ticket_id: str, level: str, **extra):
-    response = operator.post(f"/v1/tickets/{ticket_id}/decision",
-                             json={"operator": "li", "action": "escalate", "correct_level": level,
-                                   **extra})
+    response = operator.post(
+        f"/v1/tickets/{ticket_id}/decision",
+        json={"operator": "li", "action": "escalate", "correct_level": level, **extra},
+    )
     assert response.status_code == 201, response.text
 
 
-def test_a_served_green_corrected_without_the_flag_is_a_false_green_once(ingest, operator,
-                                                                          anonymous, prefix):
+def test_a_served_green_corrected_without_the_flag_is_a_false_green_once(ingest, operator, anonymous, prefix):
     green = ingest.post("/v1/tickets", json={"body": "How do I reset it?"}).json()["id"]
     yellow = ingest.post("/v1/tickets", json={"body": "Something odd."}).json()["id"]
     _finish(prefix, green, "green")
@@ -120,19 +130,20 @@ def test_bad_decisions_are_rejected(ingest, operator):
     bad = [
         ({"operator": "a", "action": "shrug", "correct_level": "red"}, "action"),
         ({"operator": "a", "action": "approve", "correct_level": "blue"}, "correct_level"),
-        ({"operator": "a", "action": "edit", "correct_level": "yellow",
-          "flags": {"commitment": True}}, "correct_level"),
-        ({"operator": "a", "action": "edit", "correct_level": "red", "category": "pets"},
-         "category"),
-        ({"operator": "a", "action": "escalate", "correct_level": "red", "false_green": True},
-         "false_green"),
+        (
+            {"operator": "a", "action": "edit", "correct_level": "yellow", "flags": {"commitment": True}},
+            "correct_level",
+        ),
+        ({"operator": "a", "action": "edit", "correct_level": "red", "category": "pets"}, "category"),
+        ({"operator": "a", "action": "escalate", "correct_level": "red", "false_green": True}, "false_green"),
     ]
     for body, field in bad:
         response = operator.post(f"/v1/tickets/{ticket_id}/decision", json=body)
         assert response.status_code == 400, body
         assert field in (response.json().get("field") or ""), (body, response.json())
-    missing = operator.post("/v1/tickets/t_nope/decision",
-                            json={"operator": "a", "action": "approve", "correct_level": "red"})
+    missing = operator.post(
+        "/v1/tickets/t_nope/decision", json={"operator": "a", "action": "approve", "correct_level": "red"}
+    )
     assert missing.status_code == 404
 
 

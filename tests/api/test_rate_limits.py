@@ -19,10 +19,14 @@ def test_two_replicas_share_one_ingest_bucket(prefix, redis_client):
         codes = []
         for n in range(8):  # alternate replicas, as a load balancer does
             url = (one if n % 2 == 0 else two).url
-            codes.append(httpx.post(f"{url}/v1/tickets", json={"body": f"hello {n}"},
-                                    headers={"Authorization": f"Bearer {INGEST}"}).status_code)
-        limited = httpx.post(f"{one.url}/v1/tickets", json={"body": "again"},
-                             headers={"Authorization": f"Bearer {INGEST}"})
+            codes.append(
+                httpx.post(
+                    f"{url}/v1/tickets", json={"body": f"hello {n}"}, headers={"Authorization": f"Bearer {INGEST}"}
+                ).status_code
+            )
+        limited = httpx.post(
+            f"{one.url}/v1/tickets", json={"body": "again"}, headers={"Authorization": f"Bearer {INGEST}"}
+        )
     assert codes.count(202) == 3 and codes.count(429) == 5, codes
     assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
     assert limited.json()["type"] == "urn:triage:problem:rate-limited"
@@ -30,8 +34,7 @@ def test_two_replicas_share_one_ingest_bucket(prefix, redis_client):
     assert len(buckets) == 1
     ttl = redis_client.ttl(buckets[0])
     assert 0 < ttl <= 3 / 0.01 + 1  # gone once it would be full again: memory stays bounded
-    stored = b" ".join(buckets) + b" ".join(
-        v for key in buckets for v in redis_client.hgetall(key).values())
+    stored = b" ".join(buckets) + b" ".join(v for key in buckets for v in redis_client.hgetall(key).values())
     assert INGEST.encode() not in stored
 
 
@@ -39,18 +42,18 @@ def test_login_attempts_are_limited_per_address_across_replicas(prefix):
     from service.api.app import LOGIN_BURST, LOGIN_RATE_PER_S
 
     settings = make_settings(prefix, client_ip_header="X-Forwarded-For")
-    with ApiServer(settings, extra_routes=console_routes()) as one, \
-            ApiServer(settings, extra_routes=console_routes()) as two:
+    with (
+        ApiServer(settings, extra_routes=console_routes()) as one,
+        ApiServer(settings, extra_routes=console_routes()) as two,
+    ):
         statuses = []
         started = time.monotonic()
         while 429 not in statuses and len(statuses) < 4 * LOGIN_BURST:
             server = one if len(statuses) % 2 == 0 else two
-            with httpx.Client(base_url=server.url, headers={
-                    "X-Forwarded-For": "198.51.100.7, 203.0.113.9"}) as browser:
+            with httpx.Client(base_url=server.url, headers={"X-Forwarded-For": "198.51.100.7, 203.0.113.9"}) as browser:
                 statuses.append(sign_in(browser, "not-a-token-0123456789").status_code)
         elapsed = time.monotonic() - started
-        with httpx.Client(base_url=one.url,
-                          headers={"X-Forwarded-For": "203.0.113.10"}) as other:
+        with httpx.Client(base_url=one.url, headers={"X-Forwarded-For": "203.0.113.10"}) as other:
             elsewhere = sign_in(other, "not-a-token-0123456789").status_code
     refused = statuses.index(429)
     # One bucket for both replicas: the burst, plus what refilled meanwhile (two buckets, one

@@ -16,8 +16,14 @@ from tests.support import OPERATOR
 def test_openapi_documents_the_routes(anonymous):
     schema = anonymous.get("/schema/openapi.json").json()
     paths = set(schema["paths"])
-    assert {"/v1/tickets", "/v1/tickets/{ticket_id}", "/v1/queues/{queue}",
-            "/v1/tickets/{ticket_id}/decision", "/healthz", "/readyz"} <= paths
+    assert {
+        "/v1/tickets",
+        "/v1/tickets/{ticket_id}",
+        "/v1/queues/{queue}",
+        "/v1/tickets/{ticket_id}/decision",
+        "/healthz",
+        "/readyz",
+    } <= paths
 
 
 ERRORS = {
@@ -47,12 +53,29 @@ def test_responses_conform_to_the_schema_under_schemathesis(api, tmp_path: Path)
     # calls every route; the other role's routes then answer 403, which the document declares.
     for token in ("ingest-token-for-tests-0001", OPERATOR):
         done = subprocess.run(
-            [binary, "run", f"{api.url}/schema/openapi.json", "--checks",
-             "not_a_server_error,status_code_conformance,content_type_conformance,"
-             "response_schema_conformance,response_headers_conformance",
-             "--max-examples", "25", "--generation-deterministic", "--request-timeout", "10",
-             "-H", f"Authorization: Bearer {token}", "--exclude-path", "/metrics", "--exclude-path", "/readyz"],
-            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+            [
+                binary,
+                "run",
+                f"{api.url}/schema/openapi.json",
+                "--checks",
+                "not_a_server_error,status_code_conformance,content_type_conformance,"
+                "response_schema_conformance,response_headers_conformance",
+                "--max-examples",
+                "25",
+                "--generation-deterministic",
+                "--request-timeout",
+                "10",
+                "-H",
+                f"Authorization: Bearer {token}",
+                "--exclude-path",
+                "/metrics",
+                "--exclude-path",
+                "/readyz",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
         )
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert httpx.get(f"{api.url}/healthz").status_code == 200

@@ -8,8 +8,7 @@ import httpx
 
 from tests.support import ApiServer, make_settings
 
-TICKET = {"subject": "Export question", "body": "How do I export my invoices as PDF?",
-          "language": "en"}
+TICKET = {"subject": "Export question", "body": "How do I export my invoices as PDF?", "language": "en"}
 
 
 def test_accepts_a_ticket_and_reports_l1(ingest, redis_client, settings):
@@ -69,17 +68,18 @@ def test_empty_body_is_a_422(ingest):
         response = ingest.post("/v1/tickets", json=payload)
         assert response.status_code == 422, payload
         assert response.json()["field"] == "body"
-    response = ingest.post("/v1/tickets", content=b"",
-                           headers={"content-type": "application/json"})
+    response = ingest.post("/v1/tickets", content=b"", headers={"content-type": "application/json"})
     assert response.status_code == 422
 
 
 def test_invalid_json_and_invalid_utf8_are_400(ingest):
-    response = ingest.post("/v1/tickets", content=b'{"body": "unterminated',
-                           headers={"content-type": "application/json"})
+    response = ingest.post(
+        "/v1/tickets", content=b'{"body": "unterminated', headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
-    response = ingest.post("/v1/tickets", content=b'{"body": "caf\xe9 \xff\xfe"}',
-                           headers={"content-type": "application/json"})
+    response = ingest.post(
+        "/v1/tickets", content=b'{"body": "caf\xe9 \xff\xfe"}', headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert response.json()["type"].endswith("invalid-request")
 
@@ -89,8 +89,7 @@ def test_text_over_32k_is_413_and_request_over_64k_is_413(ingest):
     assert response.status_code == 413
     assert response.json()["field"] == "body"
     big = json.dumps({"body": "ok", "metadata": {"pad": "b" * (64 * 1024)}})
-    response = ingest.post("/v1/tickets", content=big,
-                           headers={"content-type": "application/json"})
+    response = ingest.post("/v1/tickets", content=big, headers={"content-type": "application/json"})
     assert response.status_code == 413
 
 
@@ -115,9 +114,12 @@ def test_idempotency_other_payload_is_409(ingest):
 
 def test_backpressure_answers_429_with_retry_after(prefix, redis_client):
     settings = make_settings(prefix, stream_max_len=3, retry_after_s=7)
-    with ApiServer(settings) as server, httpx.Client(
-            base_url=server.url, headers={"Authorization": "Bearer ingest-token-for-tests-0001"},
-            timeout=10) as client:
+    with (
+        ApiServer(settings) as server,
+        httpx.Client(
+            base_url=server.url, headers={"Authorization": "Bearer ingest-token-for-tests-0001"}, timeout=10
+        ) as client,
+    ):
         codes = [client.post("/v1/tickets", json=TICKET).status_code for _ in range(4)]
         assert codes == [202, 202, 202, 429]
         full = client.post("/v1/tickets", json=TICKET)
@@ -129,9 +131,12 @@ def test_backpressure_answers_429_with_retry_after(prefix, redis_client):
 
 def test_redis_unreachable_is_503_and_accepts_nothing(prefix):
     settings = make_settings(prefix, redis_url="redis://127.0.0.1:1/0")
-    with ApiServer(settings) as server, httpx.Client(
-            base_url=server.url, headers={"Authorization": "Bearer ingest-token-for-tests-0001"},
-            timeout=10) as client:
+    with (
+        ApiServer(settings) as server,
+        httpx.Client(
+            base_url=server.url, headers={"Authorization": "Bearer ingest-token-for-tests-0001"}, timeout=10
+        ) as client,
+    ):
         response = client.post("/v1/tickets", json=TICKET)
         assert response.status_code == 503
         assert response.json()["type"].endswith("store-unavailable")
@@ -148,7 +153,6 @@ def test_unknown_ticket_is_404(ingest):
 
 
 def test_callback_host_must_be_allowed(ingest):
-    response = ingest.post("/v1/tickets", json={**TICKET,
-                                                "callback_url": "http://169.254.169.254/latest"})
+    response = ingest.post("/v1/tickets", json={**TICKET, "callback_url": "http://169.254.169.254/latest"})
     assert response.status_code == 400
     assert response.json()["field"] == "callback_url"

@@ -10,9 +10,14 @@ from __future__ import annotations
 class LookupBackend:
     """P(yes) per (ticket text substring, criterion); 0.0 when nothing matches. Counts calls."""
 
-    def __init__(self, table: dict[str, dict[str, float]] | None = None, sha: str = "a" * 64,
-                 default: dict[str, float] | None = None, choose_reply=None,
-                 generate_reply=None) -> None:
+    def __init__(
+        self,
+        table: dict[str, dict[str, float]] | None = None,
+        sha: str = "a" * 64,
+        default: dict[str, float] | None = None,
+        choose_reply=None,
+        generate_reply=None,
+    ) -> None:
         self.table = table or {}
         self.model_sha256 = sha
         self.model_name = "lookup"
@@ -27,14 +32,12 @@ class LookupBackend:
                 return row
         return self.default
 
-    def yes_probabilities(self, context: str, state: str,
-                          questions: dict[str, str]) -> dict[str, float]:
+    def yes_probabilities(self, context: str, state: str, questions: dict[str, str]) -> dict[str, float]:
         self.calls.append((state, tuple(questions)))
         row = self._row(state)
         return {name: row.get(name, 0.0) for name in questions}
 
-    def choose(self, context: str, state: str, question: str,
-               options: tuple[str, ...]) -> dict[str, float]:
+    def choose(self, context: str, state: str, question: str, options: tuple[str, ...]) -> dict[str, float]:
         self.calls.append((question, options))
         return self.choose_reply(question)
 

@@ -18,26 +18,38 @@ from service.audit.rubric import DEFAULT_RUBRIC_DIR, load_rubric
 
 from .support import LookupBackend
 
-FALSE_GREEN = AuditedDecision(text="Please refund invoice 4471 in full.", level="green",
-                              category="billing", urgency=2)
-HOWTO = AuditedDecision(text="How do I export my own drafts?", level="green",
-                        category="technical", urgency=1)
+FALSE_GREEN = AuditedDecision(text="Please refund invoice 4471 in full.", level="green", category="billing", urgency=2)
+HOWTO = AuditedDecision(text="How do I export my own drafts?", level="green", category="technical", urgency=1)
 
 
 def _backend() -> LookupBackend:
-    return LookupBackend({
-        "refund": {"green_needs_person": 0.9, "green_on_instruction": 0.1,
-                   "category_right": 0.8, "urgency_plausible": 0.7},
-        "export": {"green_needs_person": 0.2, "green_on_instruction": 0.05,
-                   "category_right": 0.3, "urgency_plausible": 0.8},
-    })
+    return LookupBackend(
+        {
+            "refund": {
+                "green_needs_person": 0.9,
+                "green_on_instruction": 0.1,
+                "category_right": 0.8,
+                "urgency_plausible": 0.7,
+            },
+            "export": {
+                "green_needs_person": 0.2,
+                "green_on_instruction": 0.05,
+                "category_right": 0.3,
+                "urgency_plausible": 0.8,
+            },
+        }
+    )
 
 
 def test_every_applicable_criterion_judged_and_rule_gives_verdict() -> None:
     judge = Judge(_backend(), load_rubric())
     verdict = judge.judge(FALSE_GREEN)
-    assert [c.id for c in verdict.criteria] == ["green_needs_person", "green_on_instruction",
-                                                "category_right", "urgency_plausible"]
+    assert [c.id for c in verdict.criteria] == [
+        "green_needs_person",
+        "green_on_instruction",
+        "category_right",
+        "urgency_plausible",
+    ]
     assert verdict.failed == ["green_needs_person"]
     assert verdict.verdict == "unacceptable"
     # category_right fails on "no": P(no) = 0.7 -> one secondary failed -> still acceptable.
@@ -50,7 +62,8 @@ def test_every_applicable_criterion_judged_and_rule_gives_verdict() -> None:
 def test_green_criteria_not_asked_for_yellow() -> None:
     backend = _backend()
     verdict = Judge(backend, load_rubric()).judge(
-        AuditedDecision(text=FALSE_GREEN.text, level="yellow", category="billing", urgency=2))
+        AuditedDecision(text=FALSE_GREEN.text, level="yellow", category="billing", urgency=2)
+    )
     assert backend.calls[-1][1] == ("category_right", "urgency_plausible")
     assert verdict.verdict == "acceptable"
     assert not [c for c in verdict.criteria if c.id == "green_needs_person"][0].applicable
@@ -87,15 +100,24 @@ def test_cache_key_covers_model_text_and_decision() -> None:
         verdict_cache_key("n" * 64, rubric.sha256, "logits", FALSE_GREEN),
         verdict_cache_key("m" * 64, "r" * 64, "logits", FALSE_GREEN),
         verdict_cache_key("m" * 64, rubric.sha256, "generated", FALSE_GREEN),
-        verdict_cache_key("m" * 64, rubric.sha256, "logits",
-                          AuditedDecision(text=FALSE_GREEN.text + ".", level="green",
-                                          category="billing", urgency=2)),
-        verdict_cache_key("m" * 64, rubric.sha256, "logits",
-                          AuditedDecision(text=FALSE_GREEN.text, level="yellow",
-                                          category="billing", urgency=2)),
-        verdict_cache_key("m" * 64, rubric.sha256, "logits",
-                          AuditedDecision(text=FALSE_GREEN.text, level="green",
-                                          category="legal", urgency=2)),
+        verdict_cache_key(
+            "m" * 64,
+            rubric.sha256,
+            "logits",
+            AuditedDecision(text=FALSE_GREEN.text + ".", level="green", category="billing", urgency=2),
+        ),
+        verdict_cache_key(
+            "m" * 64,
+            rubric.sha256,
+            "logits",
+            AuditedDecision(text=FALSE_GREEN.text, level="yellow", category="billing", urgency=2),
+        ),
+        verdict_cache_key(
+            "m" * 64,
+            rubric.sha256,
+            "logits",
+            AuditedDecision(text=FALSE_GREEN.text, level="green", category="legal", urgency=2),
+        ),
     ]
     assert len({base, *variants}) == len(variants) + 1
     assert base == verdict_cache_key("m" * 64, rubric.sha256, "logits", FALSE_GREEN)
@@ -104,14 +126,23 @@ def test_cache_key_covers_model_text_and_decision() -> None:
 def test_generated_schema_puts_criteria_before_verdict_and_fails_closed() -> None:
     def reply(state: str, schema: dict) -> dict:
         # A malformed eliminatory answer (missing) and a secondary "no".
-        return {"green_on_instruction": "no", "category_right": "no",
-                "urgency_plausible": "yes", "verdict": "acceptable"}
+        return {
+            "green_on_instruction": "no",
+            "category_right": "no",
+            "urgency_plausible": "yes",
+            "verdict": "acceptable",
+        }
 
     backend = LookupBackend(generate_reply=reply)
     judge = Judge(backend, load_rubric(), method="generated")
     _, schema = judge.generation_schema("green")
-    assert list(schema["properties"]) == ["green_needs_person", "green_on_instruction",
-                                          "category_right", "urgency_plausible", "verdict"]
+    assert list(schema["properties"]) == [
+        "green_needs_person",
+        "green_on_instruction",
+        "category_right",
+        "urgency_plausible",
+        "verdict",
+    ]
     assert schema["required"] == list(schema["properties"])
     verdict = judge.judge(HOWTO)
     assert verdict.failed == ["green_needs_person", "category_right"]

@@ -18,15 +18,35 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _report() -> AuditReport:
     return AuditReport(
-        run_at="2026-12-01T00:00:00+00:00", finished_at=1_795_000_000.0, judge_model="judge.gguf",
-        judge_model_sha256="a" * 64, rubric_sha256="b" * 64, method="logits",
+        run_at="2026-12-01T00:00:00+00:00",
+        finished_at=1_795_000_000.0,
+        judge_model="judge.gguf",
+        judge_model_sha256="a" * 64,
+        rubric_sha256="b" * 64,
+        method="logits",
         gating=GatingState(gating=True, stale=False, kappa=0.8, kappa_min=0.6, reasons=[]),
-        population={"green": 10}, sampled={"green": 2},
-        false_green=FalseGreenEstimate(greens_judged=2, false_greens=0, rate=0.0, low=0.0,
-                                       high=0.66, window_greens=10, window_total=10,
-                                       share_of_all=0.0, share_low=0.0, share_high=0.66),
-        unacceptable=[], queued=[], indicative=[], unjudged={}, operator_cases_added=[],
-        tickets=[], elapsed_s=1.0)
+        population={"green": 10},
+        sampled={"green": 2},
+        false_green=FalseGreenEstimate(
+            greens_judged=2,
+            false_greens=0,
+            rate=0.0,
+            low=0.0,
+            high=0.66,
+            window_greens=10,
+            window_total=10,
+            share_of_all=0.0,
+            share_low=0.0,
+            share_high=0.66,
+        ),
+        unacceptable=[],
+        queued=[],
+        indicative=[],
+        unjudged={},
+        operator_cases_added=[],
+        tickets=[],
+        elapsed_s=1.0,
+    )
 
 
 def test_the_png_is_drawn_for_the_criteria_that_applied(tmp_path):

@@ -32,8 +32,7 @@ DEV = Path("/work/shared/data/tickets/dev.jsonl")
 
 def test_rubric_loads_with_eliminatory_before_secondary() -> None:
     rubric = load_rubric()
-    assert [c.kind for c in rubric.criteria] == ["eliminatory", "eliminatory", "secondary",
-                                                 "secondary"]
+    assert [c.kind for c in rubric.criteria] == ["eliminatory", "eliminatory", "secondary", "secondary"]
     assert len(rubric.sha256) == 64
     # A yellow or red ticket is read by a person: the "left green" criteria cannot apply.
     assert {c.id for c in rubric.applicable("yellow")} == {"category_right", "urgency_plausible"}
@@ -87,8 +86,7 @@ def test_rubric_errors_name_the_file(tmp_path: Path) -> None:
 def _with_answers(folder: Path, lines: str) -> None:
     """The rubric with its answer form (answer_words, answer_orders) replaced by `lines`."""
     path = folder / "rubric.yaml"
-    kept = [line for line in path.read_text().splitlines()
-            if not line.startswith(("answer_words:", "answer_orders:"))]
+    kept = [line for line in path.read_text().splitlines() if not line.startswith(("answer_words:", "answer_orders:"))]
     path.write_text("\n".join(kept) + "\n" + lines)
 
 
@@ -99,8 +97,7 @@ def test_answer_words_are_read_and_need_one_order(tmp_path: Path) -> None:
     assert load_rubric(folder).answer_words is None  # letters
     _with_answers(folder, 'answer_words: ["Yes", "No"]\nanswer_orders: 1\n')
     assert load_rubric(folder).answer_words == ("Yes", "No")
-    for bad in ('answer_words: ["Yes", "No"]\nanswer_orders: 2\n',
-                'answer_words: ["Yes", "Yes"]\nanswer_orders: 1\n'):
+    for bad in ('answer_words: ["Yes", "No"]\nanswer_orders: 2\n', 'answer_words: ["Yes", "Yes"]\nanswer_orders: 1\n'):
         _with_answers(folder, bad)
         with pytest.raises(RubricError, match="answer_words"):
             load_rubric(folder)
@@ -121,8 +118,7 @@ def test_a_word_question_reads_the_words_as_its_answers() -> None:
     [
         (("green", "billing", 1), ("green", "billing", 1), False, []),
         (("green", "billing", 1), ("red", "billing", 1), False, ["green_needs_person"]),
-        (("green", "other", 1), ("yellow", "other", 1), True,
-         ["green_needs_person", "green_on_instruction"]),
+        (("green", "other", 1), ("yellow", "other", 1), True, ["green_needs_person", "green_on_instruction"]),
         (("yellow", "other", 1), ("red", "other", 1), False, []),  # missed red: reaches a person
         (("yellow", "billing", 1), ("green", "billing", 1), False, []),  # over-escalation
         (("green", "legal", 2), ("green", "billing", 1), False, ["category_right"]),
@@ -131,9 +127,18 @@ def test_a_word_question_reads_the_words_as_its_answers() -> None:
     ],
 )
 def test_human_judgement_table(given, label, instructs, failed) -> None:
-    assert human_judgement(
-        label_risk=label[0], label_category=label[1], label_urgency=label[2], instructs=instructs,
-        level_given=given[0], category_given=given[1], urgency_given=given[2]) == failed
+    assert (
+        human_judgement(
+            label_risk=label[0],
+            label_category=label[1],
+            label_urgency=label[2],
+            instructs=instructs,
+            level_given=given[0],
+            category_given=given[1],
+            urgency_given=given[2],
+        )
+        == failed
+    )
 
 
 def test_bundled_set_is_balanced_with_borderline_cases() -> None:
@@ -160,12 +165,27 @@ def test_generator_reproduces_bundled_set() -> None:
 
 
 def test_operator_decision_becomes_a_case_once(tmp_path: Path) -> None:
-    decision = Decision(ticket_id="T1", operator="ana", action="escalate", correct_level="yellow",
-                        given_level="green", decided_at=1.0, category="technical")
+    decision = Decision(
+        ticket_id="T1",
+        operator="ana",
+        action="escalate",
+        correct_level="yellow",
+        given_level="green",
+        decided_at=1.0,
+        category="technical",
+    )
     case = case_from_decision(
-        ticket_id="T1", subject="s", body="the export crashes", language="en",
-        level_given="green", category_given="technical", urgency_given=2, decision=decision,
-        judge_verdict="unacceptable", now=5.0)
+        ticket_id="T1",
+        subject="s",
+        body="the export crashes",
+        language="en",
+        level_given="green",
+        category_given="technical",
+        urgency_given=2,
+        decision=decision,
+        judge_verdict="unacceptable",
+        now=5.0,
+    )
     assert case.human_failed == ["green_needs_person"]
     assert case.human_verdict == "unacceptable"
     path = tmp_path / "cases.jsonl"

@@ -10,9 +10,11 @@ from service.audit.sampling import allocate, stratified_sample
 
 
 def _results(green: int, yellow: int, red: int) -> list[tuple[str, str]]:
-    return ([(f"g{i}", "green") for i in range(green)]
-            + [(f"y{i}", "yellow") for i in range(yellow)]
-            + [(f"r{i}", "red") for i in range(red)])
+    return (
+        [(f"g{i}", "green") for i in range(green)]
+        + [(f"y{i}", "yellow") for i in range(yellow)]
+        + [(f"r{i}", "red") for i in range(red)]
+    )
 
 
 def test_greens_oversampled_relative_to_population() -> None:
@@ -26,13 +28,10 @@ def test_greens_oversampled_relative_to_population() -> None:
 
 
 def test_shortfall_goes_to_other_strata() -> None:
-    assert allocate({"green": 5, "yellow": 100, "red": 2}, 20, 0.6) == {
-        "green": 5, "yellow": 13, "red": 2}
-    assert allocate({"green": 100, "yellow": 1, "red": 0}, 10, 0.6) == {
-        "green": 9, "yellow": 1, "red": 0}
+    assert allocate({"green": 5, "yellow": 100, "red": 2}, 20, 0.6) == {"green": 5, "yellow": 13, "red": 2}
+    assert allocate({"green": 100, "yellow": 1, "red": 0}, 10, 0.6) == {"green": 9, "yellow": 1, "red": 0}
     # Fewer tickets than asked: take them all.
-    assert allocate({"green": 2, "yellow": 1, "red": 1}, 50, 0.6) == {
-        "green": 2, "yellow": 1, "red": 1}
+    assert allocate({"green": 2, "yellow": 1, "red": 1}, 50, 0.6) == {"green": 2, "yellow": 1, "red": 1}
 
 
 def test_duplicates_and_unknown_levels_ignored_and_draw_is_reproducible() -> None:

@@ -95,14 +95,20 @@ def test_wilson_edge_cases() -> None:
         wilson_interval(3, 2)
 
 
-@pytest.mark.parametrize("k, n, upper", [
-    # k = 0: the bound solves (1 - u)^n = 0.05
-    (0, 1, 0.95), (0, 10, 1 - 0.05 ** (1 / 10)), (0, 299, 1 - 0.05 ** (1 / 299)),
-    # k = 1 of 2: P(X <= 1 | u) = 1 - u^2 = 0.05
-    (1, 2, math.sqrt(0.95)),
-    # nothing bounds the rate below 1
-    (0, 0, 1.0), (3, 3, 1.0),
-])
+@pytest.mark.parametrize(
+    "k, n, upper",
+    [
+        # k = 0: the bound solves (1 - u)^n = 0.05
+        (0, 1, 0.95),
+        (0, 10, 1 - 0.05 ** (1 / 10)),
+        (0, 299, 1 - 0.05 ** (1 / 299)),
+        # k = 1 of 2: P(X <= 1 | u) = 1 - u^2 = 0.05
+        (1, 2, math.sqrt(0.95)),
+        # nothing bounds the rate below 1
+        (0, 0, 1.0),
+        (3, 3, 1.0),
+    ],
+)
 def test_false_green_upper_is_the_exact_one_sided_bound(k: int, n: int, upper: float) -> None:
     assert false_green_upper(k, n) == pytest.approx(upper, abs=1e-9)
 

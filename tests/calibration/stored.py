@@ -41,8 +41,9 @@ def synthetic(label: dict, rng: np.random.Generator, proj: np.ndarray):
         signal[3 + i] = 1.0 if label.get(flag) else 0.0
     for name, q in PROMPTS.questions.items():
         labels = q.labels()
-        truth = {"risk": label["risk"], "category": label.get("category"),
-                 "urgency": str(label.get("urgency"))}.get(name)
+        truth = {"risk": label["risk"], "category": label.get("category"), "urgency": str(label.get("urgency"))}.get(
+            name
+        )
         if name in RED_FLAGS:
             truth = "yes" if label.get(name) else "no"
         z = rng.normal(size=len(labels))
@@ -54,27 +55,57 @@ def synthetic(label: dict, rng: np.random.Generator, proj: np.ndarray):
     return answers, features
 
 
-def store_ticket(client, keys: Keys, ticket_id: str, label: dict, *, model: ModelInfo,
-                 prompt_sha: str, rng: np.random.Generator, proj: np.ndarray,
-                 features: bool = True, body: str | None = None) -> None:
+def store_ticket(
+    client,
+    keys: Keys,
+    ticket_id: str,
+    label: dict,
+    *,
+    model: ModelInfo,
+    prompt_sha: str,
+    rng: np.random.Generator,
+    proj: np.ndarray,
+    features: bool = True,
+    body: str | None = None,
+) -> None:
     answers, feats = synthetic(label, rng, proj)
     l2 = L2Result(level="yellow", method="logits", answers=answers)
     result = TriageResult(
-        id=ticket_id, status="done", final_level="yellow",
-        l1=L1Result(level="none", rules=[]), l2=l2, category=None, urgency=None, model=model,
-        prompt_sha=prompt_sha, rules_sha="", timings_ms=Timings(), completed_at=time.time())
+        id=ticket_id,
+        status="done",
+        final_level="yellow",
+        l1=L1Result(level="none", rules=[]),
+        l2=l2,
+        category=None,
+        urgency=None,
+        model=model,
+        prompt_sha=prompt_sha,
+        rules_sha="",
+        timings_ms=Timings(),
+        completed_at=time.time(),
+    )
     request = TicketIn(body=body or f"ticket {ticket_id}", subject="s")
-    client.hset(keys.ticket(ticket_id), mapping={
-        "status": "done", "result": msgspec.json.encode(result),
-        "request": msgspec.json.encode(request)})
+    client.hset(
+        keys.ticket(ticket_id),
+        mapping={"status": "done", "result": msgspec.json.encode(result), "request": msgspec.json.encode(request)},
+    )
     if features:
         client.set(keys.features(ticket_id), encode_features(feats))
 
 
-def decide(client, keys: Keys, ticket_id: str, level: str, flags: dict | None = None,
-           category: str | None = None) -> None:
-    dec = Decision(ticket_id=ticket_id, operator="op", action="edit", correct_level=level,
-                   given_level="yellow", decided_at=time.time(), flags=flags, category=category)
+def decide(
+    client, keys: Keys, ticket_id: str, level: str, flags: dict | None = None, category: str | None = None
+) -> None:
+    dec = Decision(
+        ticket_id=ticket_id,
+        operator="op",
+        action="edit",
+        correct_level=level,
+        given_level="yellow",
+        decided_at=time.time(),
+        flags=flags,
+        category=category,
+    )
     client.xadd(keys.decisions, {"id": ticket_id, "data": msgspec.json.encode(dec)})
 
 
@@ -83,5 +114,4 @@ def random_label(rng: np.random.Generator) -> dict:
     flags = {f: False for f in RED_FLAGS}
     if risk == "red":
         flags[str(rng.choice(RED_FLAGS))] = True
-    return {"risk": risk, **flags,
-            "category": str(rng.choice(PROMPTS.questions["category"].options))}
+    return {"risk": risk, **flags, "category": str(rng.choice(PROMPTS.questions["category"].options))}

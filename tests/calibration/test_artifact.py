@@ -14,9 +14,14 @@ from tests.calibration import artifacts
 
 
 def _risk_answer():
-    return Answer(kind="choice", options=["green", "yellow", "red"], chosen="green",
-                  probabilities={"green": 0.7, "yellow": 0.2, "red": 0.1},
-                  logprobs={"green": -0.4, "yellow": -1.6, "red": -2.3}, coverage=0.95)
+    return Answer(
+        kind="choice",
+        options=["green", "yellow", "red"],
+        chosen="green",
+        probabilities={"green": 0.7, "yellow": 0.2, "red": 0.1},
+        logprobs={"green": -0.4, "yellow": -1.6, "red": -2.3},
+        coverage=0.95,
+    )
 
 
 def test_round_trip_gives_the_same_calibrator(tmp_path):
@@ -35,7 +40,8 @@ def test_round_trip_gives_the_same_calibrator(tmp_path):
     expected = artifacts.head().predict_proba(x)[0]
     out = cal.apply({"risk": _risk_answer()}, {"risk": x.astype(np.float32)})["risk"]
     assert [out.probabilities[o] for o in ("green", "yellow", "red")] == pytest.approx(
-        list(expected), abs=1e-6)  # float32 features
+        list(expected), abs=1e-6
+    )  # float32 features
     assert cal.ece == {"risk": 0.05, "commitment": 0.04}
     # load_artifact also accepts the artifact.json path itself
     assert load_artifact(path / "artifact.json").version == cal.version
@@ -47,8 +53,9 @@ def test_a_failing_report_leaves_no_artifact_behind(tmp_path):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        write_artifact(tmp_path, artifacts.meta("20260101T000000Z-aaaa0002"),
-                       {"risk": artifacts.head()}, extra=broken_report)
+        write_artifact(
+            tmp_path, artifacts.meta("20260101T000000Z-aaaa0002"), {"risk": artifacts.head()}, extra=broken_report
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -68,15 +75,18 @@ def test_heads_are_read_without_pickle(tmp_path):
         read_artifact(path)
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda d: d.update(schema=2), "schema 2"),
-    (lambda d: d.update(surprise=1), "unknown field"),
-    (lambda d: d["questions"]["commitment"].update(temperature=-1.0), "temperature must be > 0"),
-    (lambda d: d["questions"]["commitment"].update(bias=[0.0]), "bias needs 2"),
-    (lambda d: d["thresholds"].update(green=1.5), "threshold green"),
-    (lambda d: d["questions"]["risk"].update(method="magic"), "Invalid enum value .magic."),
-    (lambda d: d["questions"]["risk"]["head"].update(dim=7), "dim 7"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: d.update(schema=2), "schema 2"),
+        (lambda d: d.update(surprise=1), "unknown field"),
+        (lambda d: d["questions"]["commitment"].update(temperature=-1.0), "temperature must be > 0"),
+        (lambda d: d["questions"]["commitment"].update(bias=[0.0]), "bias needs 2"),
+        (lambda d: d["thresholds"].update(green=1.5), "threshold green"),
+        (lambda d: d["questions"]["risk"].update(method="magic"), "Invalid enum value .magic."),
+        (lambda d: d["questions"]["risk"]["head"].update(dim=7), "dim 7"),
+    ],
+)
 def test_broken_metadata_is_rejected_with_a_reason(tmp_path, damage, message):
     path = artifacts.write(tmp_path, "20260101T000000Z-aaaa0005")
     data = json.loads((path / "artifact.json").read_text())

@@ -22,9 +22,16 @@ def _answer(kind, options, logprobs, method="logits", coverage=0.9):
     p /= p.sum()
     probs = {o: float(v) for o, v in zip(options, p, strict=True)}
     chosen = options[int(np.argmax(p))]
-    a = Answer(kind=kind, options=list(options), chosen=chosen, probabilities=probs,
-               logprobs=dict(logprobs), coverage=coverage, confidence=probs[chosen] * coverage,
-               method=method)
+    a = Answer(
+        kind=kind,
+        options=list(options),
+        chosen=chosen,
+        probabilities=probs,
+        logprobs=dict(logprobs),
+        coverage=coverage,
+        confidence=probs[chosen] * coverage,
+        method=method,
+    )
     if kind == "boolean":
         a.probability = probs["yes"]
     if kind == "score":
@@ -39,8 +46,9 @@ def _calibrator(models):
 
 def test_temperature_softens_and_keeps_the_raw_probabilities():
     raw = _answer("choice", RISK, {"green": -0.1, "yellow": -3.0, "red": -4.0})
-    cal = _calibrator({"risk": QuestionModel("temperature", RISK, "choice",
-                                             scaling=Scaling(temperature=2.0, bias=[0, 0, 0]))})
+    cal = _calibrator(
+        {"risk": QuestionModel("temperature", RISK, "choice", scaling=Scaling(temperature=2.0, bias=[0, 0, 0]))}
+    )
     out = cal.apply({"risk": raw}, {})["risk"]
     assert out.calibrated and out.method == "logits"
     assert out.raw_probabilities == raw.probabilities
@@ -70,18 +78,21 @@ def test_a_head_reads_the_hidden_state_and_can_change_the_answer():
 def test_boolean_and_score_fields_follow_the_calibrated_distribution():
     flag = _answer("boolean", ("yes", "no"), {"yes": -0.05, "no": -3.0})
     urgency = _answer("score", tuple("012345"), {str(i): -float(i) for i in range(6)})
-    cal = _calibrator({
-        "commitment": QuestionModel("vector", ("yes", "no"), "boolean",
-                                    scaling=Scaling(temperature=1.0, bias=[-3.0, 3.0])),
-        "urgency": QuestionModel("vector", tuple("012345"), "score",
-                                 scaling=Scaling(temperature=1.0, bias=[0, 0, 0, 0, 0, 8.0])),
-    })
+    cal = _calibrator(
+        {
+            "commitment": QuestionModel(
+                "vector", ("yes", "no"), "boolean", scaling=Scaling(temperature=1.0, bias=[-3.0, 3.0])
+            ),
+            "urgency": QuestionModel(
+                "vector", tuple("012345"), "score", scaling=Scaling(temperature=1.0, bias=[0, 0, 0, 0, 0, 8.0])
+            ),
+        }
+    )
     out = cal.apply({"commitment": flag, "urgency": urgency}, {})
     assert out["commitment"].probability == pytest.approx(out["commitment"].probabilities["yes"])
     assert out["commitment"].chosen == "no"
     assert out["urgency"].mode == 5 and out["urgency"].chosen == "5"
-    assert out["urgency"].value == pytest.approx(
-        sum(int(o) * p for o, p in out["urgency"].probabilities.items()))
+    assert out["urgency"].value == pytest.approx(sum(int(o) * p for o, p in out["urgency"].probabilities.items()))
 
 
 def test_uncovered_and_generated_answers_pass_through():
@@ -94,8 +105,9 @@ def test_uncovered_and_generated_answers_pass_through():
 
 def test_applying_twice_is_idempotent():
     raw = _answer("choice", RISK, {"green": -0.1, "yellow": -3.0, "red": -4.0})
-    cal = _calibrator({"risk": QuestionModel("temperature", RISK, "choice",
-                                             scaling=Scaling(temperature=3.0, bias=[0, 0, 0]))})
+    cal = _calibrator(
+        {"risk": QuestionModel("temperature", RISK, "choice", scaling=Scaling(temperature=3.0, bias=[0, 0, 0]))}
+    )
     once = cal.apply({"risk": raw}, {})
     twice = cal.apply(once, {})
     assert twice["risk"].probabilities == pytest.approx(once["risk"].probabilities)
@@ -132,14 +144,12 @@ def test_a_head_on_all_positions_reads_them_in_order():
         cal.apply({"risk": raw}, {"risk": feats["risk"]})
 
 
-
 def test_an_answer_mapped_by_the_raw_softmax_is_not_called_calibrated():
     import numpy as np
 
     from service.calibration.calibrator import calibrated_answer
     from service.results import Answer
 
-    answer = Answer(kind="choice", options=["a", "b"], chosen="a",
-                    probabilities={"a": 0.6, "b": 0.4}, coverage=0.9)
+    answer = Answer(kind="choice", options=["a", "b"], chosen="a", probabilities={"a": 0.6, "b": 0.4}, coverage=0.9)
     assert calibrated_answer(answer, np.array([0.6, 0.4]), "raw").calibrated is False
     assert calibrated_answer(answer, np.array([0.7, 0.3]), "temperature").calibrated is True

@@ -15,8 +15,7 @@ def test_every_class_the_fit_requires_has_min_per_class_labels():
     risk = Counter(r.risk for r in records) + Counter(level for _, _, level, _ in DECIDED)
     assert min(risk[level] for level in ("green", "yellow", "red")) >= MIN_PER_CLASS, risk
     for flag in RED_FLAGS:
-        yes = sum(bool(r.flags.get(flag)) for r in records) + sum(
-            bool(flags.get(flag)) for _, _, _, flags in DECIDED)
+        yes = sum(bool(r.flags.get(flag)) for r in records) + sum(bool(flags.get(flag)) for _, _, _, flags in DECIDED)
         no = len(records) + len(DECIDED) - yes
         assert yes >= MIN_PER_CLASS and no >= MIN_PER_CLASS, (flag, yes, no)
 

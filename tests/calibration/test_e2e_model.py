@@ -36,12 +36,26 @@ MIN_PER_CLASS = 5
 # A handful of labelled tickets that are not in the dev set: (subject, body, level, flags)
 DECIDED = [
     ("Export to CSV", "Hi, how can I export my monthly report to CSV? Thanks!", "green", {}),
-    ("Still broken", "Your app crashed again and I lost the whole draft I was writing. This is "
-     "the third time this week and I am getting really annoyed.", "yellow", {}),
-    ("Refund", "We were charged twice for the March invoice. Please refund the duplicate "
-     "payment of 480 EUR to our card today.", "red", {"commitment": True}),
-    ("Remove user", "Please delete the account of our former employee Marc Dubois and revoke "
-     "all of his access rights immediately.", "red", {"destructive_or_access": True}),
+    (
+        "Still broken",
+        "Your app crashed again and I lost the whole draft I was writing. This is "
+        "the third time this week and I am getting really annoyed.",
+        "yellow",
+        {},
+    ),
+    (
+        "Refund",
+        "We were charged twice for the March invoice. Please refund the duplicate "
+        "payment of 480 EUR to our card today.",
+        "red",
+        {"commitment": True},
+    ),
+    (
+        "Remove user",
+        "Please delete the account of our former employee Marc Dubois and revoke all of his access rights immediately.",
+        "red",
+        {"destructive_or_access": True},
+    ),
 ]
 NEW_TICKET = ("Dark mode", "Is there a dark mode in the mobile app? Where do I switch it on?")
 
@@ -56,24 +70,34 @@ def classifier():
 
 
 def _post(api, subject, body):
-    r = httpx.post(f"{api.url}/v1/tickets", json={"subject": subject, "body": body},
-                   headers={"Authorization": f"Bearer {INGEST}"}, timeout=10)
+    r = httpx.post(
+        f"{api.url}/v1/tickets",
+        json={"subject": subject, "body": body},
+        headers={"Authorization": f"Bearer {INGEST}"},
+        timeout=10,
+    )
     assert r.status_code == 202, r.text
     return r.json()["id"]
 
 
 def _result(api, ticket_id):
-    r = httpx.get(f"{api.url}/v1/tickets/{ticket_id}",
-                  headers={"Authorization": f"Bearer {INGEST}"}, timeout=10)
+    r = httpx.get(f"{api.url}/v1/tickets/{ticket_id}", headers={"Authorization": f"Bearer {INGEST}"}, timeout=10)
     return r.json()
 
 
 def _decide(api, ticket_id, level, flags):
-    body = {"operator": "e2e", "action": "edit", "correct_level": level,
-            "flags": {"commitment": False, "destructive_or_access": False,
-                      "third_party_personal_data": False, **flags}}
-    r = httpx.post(f"{api.url}/v1/tickets/{ticket_id}/decision", json=body,
-                   headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=10)
+    body = {
+        "operator": "e2e",
+        "action": "edit",
+        "correct_level": level,
+        "flags": {"commitment": False, "destructive_or_access": False, "third_party_personal_data": False, **flags},
+    }
+    r = httpx.post(
+        f"{api.url}/v1/tickets/{ticket_id}/decision",
+        json=body,
+        headers={"Authorization": f"Bearer {OPERATOR}"},
+        timeout=10,
+    )
     assert r.status_code == 201, r.text
 
 
@@ -95,8 +119,7 @@ def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classi
 
         # 2. recalibrate from the decisions stream plus the test's own corpus
         corpus_n = len(read_labelled(CORPUS))
-        opts = Options(out=str(cal_dir), corpus=str(CORPUS), folds=3,
-                       min_per_class=MIN_PER_CLASS, command="pytest e2e")
+        opts = Options(out=str(cal_dir), corpus=str(CORPUS), folds=3, min_per_class=MIN_PER_CLASS, command="pytest e2e")
         outcome = run(settings, opts, classifier=lambda: classifier, redis_client=redis_client)
         meta = outcome.meta
         assert meta.sources == {"decisions": len(DECIDED), "corpus": corpus_n}
@@ -106,8 +129,9 @@ def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classi
         assert meta.evaluation.nested.n == corpus_n + len(DECIDED)
 
         # 3. a worker with the watcher hot-loads it and the next result is calibrated
-        watcher = CalibrationWatcher(cal_dir, classifier.model_info.sha256,
-                                     classifier.prompt_sha, classifier.set_calibrator)
+        watcher = CalibrationWatcher(
+            cal_dir, classifier.model_info.sha256, classifier.prompt_sha, classifier.set_calibrator
+        )
         worker = Worker(settings, client, classifier, consumer="w2", calibration_watcher=watcher)
         new = _post(api, *NEW_TICKET)
         assert worker.run(burst=True) == 1
@@ -121,13 +145,14 @@ def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classi
             if answer["method"] == "generated":
                 continue  # low coverage: constrained generation is never calibrated
             assert answer["calibrated"] is True, name
-            assert answer["method"] == ("head" if entry.method in ("head", "head_all")
-                                        else "logits")
+            assert answer["method"] == ("head" if entry.method in ("head", "head_all") else "logits")
             assert answer["raw_probabilities"] is not None
             assert sum(answer["probabilities"].values()) == pytest.approx(1.0)
         assert REGISTRY.get_sample_value("triage_calibration_stale") == 0
-        assert REGISTRY.get_sample_value("triage_calibration_ece_ratio",
-                                         {"question": "risk"}) == meta.questions["risk"].ece_after
+        assert (
+            REGISTRY.get_sample_value("triage_calibration_ece_ratio", {"question": "risk"})
+            == meta.questions["risk"].ece_after
+        )
 
         # 4. an artifact for other prompts is stale: ignored, counted, results uncalibrated
         stale_dir = tmp_path / "stale"
@@ -138,8 +163,7 @@ def test_decisions_to_artifact_to_calibrated_result(prefix, redis_client, classi
         data["version"] = copy.name
         (copy / "artifact.json").write_bytes(msgspec.json.encode(data))
         assert read_meta(copy).prompt_sha == "0" * 64
-        outcome_stale = load_latest(stale_dir, classifier.model_info.sha256,
-                                    classifier.prompt_sha)
+        outcome_stale = load_latest(stale_dir, classifier.model_info.sha256, classifier.prompt_sha)
         assert outcome_stale.calibrator is None and outcome_stale.stale
         classifier.set_calibrator(outcome_stale.calibrator)
         again = classifier.classify(f"{NEW_TICKET[0]}\n\n{NEW_TICKET[1]}", timeout_s=600)

@@ -70,8 +70,7 @@ def test_too_few_labels_on_a_secondary_question_skips_it():
     data = dataset(n=120, seed=3)
     urgency = data.questions["urgency"]
     urgency.labels[urgency.labels == 5] = 4
-    cfg = FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5,
-                    methods=("raw", "temperature"))
+    cfg = FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5, methods=("raw", "temperature"))
     out = fit_all(data, cfg)
     assert "urgency" not in out.questions
     assert "urgency: too few labels" in out.skipped["urgency"] and "5 0" in out.skipped["urgency"]

@@ -32,10 +32,17 @@ FAST = FitConfig(folds=3, cs=(1e-2, 1e-1), head_folds=2, min_per_class=5, method
 
 
 def _record(**overrides):
-    rec = {"id": "X-1", "language": "en", "subject": "s", "body": "b", "risk": "red",
-           "flags": {"commitment": True, "destructive_or_access": False,
-                     "third_party_personal_data": False}, "category": "legal", "urgency": 3,
-           "note": "n"}
+    rec = {
+        "id": "X-1",
+        "language": "en",
+        "subject": "s",
+        "body": "b",
+        "risk": "red",
+        "flags": {"commitment": True, "destructive_or_access": False, "third_party_personal_data": False},
+        "category": "legal",
+        "urgency": 3,
+        "note": "n",
+    }
     rec.update(overrides)
     return json.dumps(rec)
 
@@ -62,10 +69,12 @@ def _fill(client, keys, n, seed=0, prompt_sha=None):
     for i in range(n):
         label = stored.random_label(rng)
         tid = f"t{i}"
-        stored.store_ticket(client, keys, tid, label, model=MODEL,
-                            prompt_sha=prompt_sha or stored.PROMPTS.sha, rng=rng, proj=proj)
-        stored.decide(client, keys, tid, label["risk"],
-                      flags={f: label[f] for f in RED_FLAGS}, category=label["category"])
+        stored.store_ticket(
+            client, keys, tid, label, model=MODEL, prompt_sha=prompt_sha or stored.PROMPTS.sha, rng=rng, proj=proj
+        )
+        stored.decide(
+            client, keys, tid, label["risk"], flags={f: label[f] for f in RED_FLAGS}, category=label["category"]
+        )
         labels[tid] = label
     return labels
 
@@ -76,22 +85,36 @@ def test_decisions_are_joined_with_results_and_features(redis_client, prefix):
     rng = np.random.default_rng(1)
     proj = rng.normal(size=(6, stored.DIM))
     # another model's ticket, a ticket whose features expired, a decision without a ticket
-    stored.store_ticket(redis_client, keys, "other", {"risk": "green"},
-                        model=ModelInfo(name="x", sha256="f" * 64),
-                        prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj)
+    stored.store_ticket(
+        redis_client,
+        keys,
+        "other",
+        {"risk": "green"},
+        model=ModelInfo(name="x", sha256="f" * 64),
+        prompt_sha=stored.PROMPTS.sha,
+        rng=rng,
+        proj=proj,
+    )
     stored.decide(redis_client, keys, "other", "green")
-    stored.store_ticket(redis_client, keys, "nofeat", {"risk": "green"}, model=MODEL,
-                        prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj, features=False)
+    stored.store_ticket(
+        redis_client,
+        keys,
+        "nofeat",
+        {"risk": "green"},
+        model=MODEL,
+        prompt_sha=stored.PROMPTS.sha,
+        rng=rng,
+        proj=proj,
+        features=False,
+    )
     stored.decide(redis_client, keys, "nofeat", "green")
     stored.decide(redis_client, keys, "ghost", "red")
     # a second decision on t0 overrides the first; a red verdict without flags leaves them open
     stored.decide(redis_client, keys, "t0", "red")
-    examples, skipped = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha,
-                                          batch=2)
+    examples, skipped = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha, batch=2)
     by_id = {e.id: e for e in examples}
     assert sorted(by_id) == [f"t{i}" for i in range(6)]
-    assert skipped == {"other model or prompt": 1, "features expired or missing": 1,
-                       "result expired or missing": 1}
+    assert skipped == {"other model or prompt": 1, "features expired or missing": 1, "result expired or missing": 1}
     assert by_id["t0"].labels["risk"] == "red"
     assert all(by_id["t0"].labels[f] is None for f in RED_FLAGS)
     t1 = by_id["t1"]
@@ -103,9 +126,16 @@ def test_decisions_are_joined_with_results_and_features(redis_client, prefix):
 def test_non_red_decision_without_flags_means_no_flags(redis_client, prefix):
     keys = Keys(prefix)
     rng = np.random.default_rng(2)
-    stored.store_ticket(redis_client, keys, "y", {"risk": "yellow"}, model=MODEL,
-                        prompt_sha=stored.PROMPTS.sha, rng=rng,
-                        proj=rng.normal(size=(6, stored.DIM)))
+    stored.store_ticket(
+        redis_client,
+        keys,
+        "y",
+        {"risk": "yellow"},
+        model=MODEL,
+        prompt_sha=stored.PROMPTS.sha,
+        rng=rng,
+        proj=rng.normal(size=(6, stored.DIM)),
+    )
     stored.decide(redis_client, keys, "y", "yellow")
     (example,), _ = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha)
     assert all(example.labels[f] is False for f in RED_FLAGS)
@@ -116,13 +146,20 @@ def test_fit_and_write_produces_artifact_and_report(redis_client, prefix, tmp_pa
     keys = Keys(prefix)
     _fill(redis_client, keys, 150, seed=3)
     examples, _ = collect_decisions(redis_client, keys, MODEL.sha256, stored.PROMPTS.sha)
-    out = fit_and_write(examples, stored.PROMPTS.questions, tmp_path, cfg=FAST, model=MODEL,
-                        prompt_sha=stored.PROMPTS.sha, rules="r", command="triage recalibrate",
-                        sources={"decisions": len(examples)})
+    out = fit_and_write(
+        examples,
+        stored.PROMPTS.questions,
+        tmp_path,
+        cfg=FAST,
+        model=MODEL,
+        prompt_sha=stored.PROMPTS.sha,
+        rules="r",
+        command="triage recalibrate",
+        sources={"decisions": len(examples)},
+    )
     assert out.path.parent == tmp_path
     names = {p.name for p in out.path.iterdir()}
-    assert {"artifact.json", "heads.npz", "report.md", "reliability-risk.png",
-            "risk-thresholds.png"} <= names
+    assert {"artifact.json", "heads.npz", "report.md", "reliability-risk.png", "risk-thresholds.png"} <= names
     report = (out.path / "report.md").read_text()
     assert "## Levels: confusion matrices" in report and "Nested cross-validation" in report
     assert "urgency" in out.meta.skipped  # decisions carry no urgency labels
@@ -133,8 +170,7 @@ def test_fit_and_write_produces_artifact_and_report(redis_client, prefix, tmp_pa
     assert (out.path / "reliability-risk.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_refusal_writes_nothing_and_keeps_the_current_artifact(redis_client, prefix, tmp_path,
-                                                                capsys, monkeypatch):
+def test_refusal_writes_nothing_and_keeps_the_current_artifact(redis_client, prefix, tmp_path, capsys, monkeypatch):
     settings = make_settings(prefix)
     model_path = bundled_model_path(settings)
     if not model_path.exists():
@@ -145,8 +181,9 @@ def test_refusal_writes_nothing_and_keeps_the_current_artifact(redis_client, pre
     proj = rng.normal(size=(6, stored.DIM))
     for i in range(20):  # 20 tickets cannot give 15 labels to every class
         label = stored.random_label(rng)
-        stored.store_ticket(redis_client, keys, f"t{i}", label, model=model,
-                            prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj)
+        stored.store_ticket(
+            redis_client, keys, f"t{i}", label, model=model, prompt_sha=stored.PROMPTS.sha, rng=rng, proj=proj
+        )
         stored.decide(redis_client, keys, f"t{i}", label["risk"])
     current = tmp_path / "20260101T000000Z-current"
     current.mkdir()
@@ -186,8 +223,9 @@ def _cli(argv):
 
 
 def test_cli_options():
-    args = _parser().parse_args(["recalibrate", "--from-file", "f.jsonl", "--out", "d",
-                                 "--folds", "4", "--min-per-class", "9"])
+    args = _parser().parse_args(
+        ["recalibrate", "--from-file", "f.jsonl", "--out", "d", "--folds", "4", "--min-per-class", "9"]
+    )
     assert (args.from_file, args.out, args.folds, args.min_per_class) == (["f.jsonl"], "d", 4, 9)
     defaults = _parser().parse_args(["recalibrate"])
     assert defaults.folds == 5 and defaults.min_per_class is None and defaults.from_file is None

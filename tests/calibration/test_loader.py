@@ -26,8 +26,7 @@ class Changes:
 
 def test_the_newest_matching_artifact_is_loaded_and_published(tmp_path):
     artifacts.write(tmp_path, "20260101T000000Z-00000001", green=0.91)
-    artifacts.write(tmp_path, "20260102T000000Z-00000002", green=0.92,
-                    created_at=time.time() - 100)
+    artifacts.write(tmp_path, "20260102T000000Z-00000002", green=0.92, created_at=time.time() - 100)
     out = load_latest(tmp_path, MODEL_SHA, PROMPT_SHA)
     assert out.calibrator is not None and out.error is None and not out.stale
     assert out.calibrator.version == "20260102T000000Z-00000002"

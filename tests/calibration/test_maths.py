@@ -81,8 +81,7 @@ def test_temperature_ignores_a_per_row_constant():
     z = rng.normal(scale=3.0, size=(5000, 3))
     y = _sample(softmax(z / 2.0), rng)
     shifted = z - 30.0 - rng.random((5000, 1)) * 10  # like raw log-probs over a vocabulary
-    assert fit_temperature(shifted, y).temperature == pytest.approx(
-        fit_temperature(z, y).temperature, rel=1e-4)
+    assert fit_temperature(shifted, y).temperature == pytest.approx(fit_temperature(z, y).temperature, rel=1e-4)
 
 
 def test_vector_scaling_recovers_temperature_and_bias():

@@ -16,27 +16,36 @@ def _source(name: str, n: int, rng: np.random.Generator, shift: float = 0.0) -> 
     """Tickets whose layer-11 mean carries the risk label; `shift` moves a whole source away
     (another writing style)."""
     out = []
-    centres = {0: np.r_[4.0, np.zeros(15)], 1: np.r_[0.0, 4.0, np.zeros(14)],
-               2: np.r_[0.0, 0.0, 4.0, np.zeros(13)]}
+    centres = {0: np.r_[4.0, np.zeros(15)], 1: np.r_[0.0, 4.0, np.zeros(14)], 2: np.r_[0.0, 0.0, 4.0, np.zeros(13)]}
     for i in range(n):
         y = int(rng.choice(3, p=[0.4, 0.35, 0.25]))
         v = centres[y] + rng.normal(size=16) + shift
-        out.append(Example(id=f"{name}-{i}", source=name, text_sha=f"{name}{i}",
-                           labels={"risk": RISK[y]}, answers={},
-                           features={"ticket@l11": v.astype(np.float32)}, language="en"))
+        out.append(
+            Example(
+                id=f"{name}-{i}",
+                source=name,
+                text_sha=f"{name}{i}",
+                labels={"risk": RISK[y]},
+                answers={},
+                features={"ticket@l11": v.astype(np.float32)},
+                language="en",
+            )
+        )
     return out
 
 
 @pytest.fixture(scope="module")
 def sources():
     rng = np.random.default_rng(0)
-    return {"train": _source("train", 400, rng), "dev": _source("dev", 150, rng),
-            "far": _source("far", 150, rng, shift=12.0)}
+    return {
+        "train": _source("train", 400, rng),
+        "dev": _source("dev", 150, rng),
+        "far": _source("far", 150, rng, shift=12.0),
+    }
 
 
 def test_features_fitted_on_one_source_graded_on_the_others(sources):
-    report = study.feature_study(sources, "train", ["dev", "far"], ["ticket@mid"], QUESTIONS,
-                                 24, "ticket@mid")
+    report = study.feature_study(sources, "train", ["dev", "far"], ["ticket@mid"], QUESTIONS, 24, "ticket@mid")
     row = report["sets"]["ticket@mid"]
     assert row["n_train"] == 400 and row["dims"] == 16
     dev = row["graded"]["dev"]
@@ -49,15 +58,17 @@ def test_features_fitted_on_one_source_graded_on_the_others(sources):
 
 
 def test_each_source_is_graded_by_a_fit_on_the_others(sources):
-    report = study.cross_source({"train": sources["train"], "dev": sources["dev"]}, "ticket@mid",
-                                "ticket@mid", QUESTIONS, 24)
+    report = study.cross_source(
+        {"train": sources["train"], "dev": sources["dev"]}, "ticket@mid", "ticket@mid", QUESTIONS, 24
+    )
     assert report["held_out"]["dev"]["trained_on"] == ["train"]
     assert report["held_out"]["train"]["n"] == 400
 
 
 def test_the_learning_curve_refits_on_growing_subsets(sources):
-    curve = study.learning_curve(sources["train"], {"dev": sources["dev"]}, "ticket@mid", None,
-                                 QUESTIONS, 24, sizes=(50, 200), repeats=2)
+    curve = study.learning_curve(
+        sources["train"], {"dev": sources["dev"]}, "ticket@mid", None, QUESTIONS, 24, sizes=(50, 200), repeats=2
+    )
     sizes = [p["labels"] for p in curve["points"]]
     assert sizes.count(50) == 2 and sizes.count(200) == 2 and sizes[-1] == 400
     assert all(0.0 <= p["dev"]["greens_cleared"] <= 1.0 for p in curve["points"])

@@ -48,7 +48,7 @@ def clopper_pearson_by_bisection(k: int, n: int, alpha: float) -> float:
     from math import comb
 
     def cdf(p: float) -> float:
-        return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+        return sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
 
     lo, hi = 0.0, 1.0
     for _ in range(80):
@@ -59,8 +59,7 @@ def clopper_pearson_by_bisection(k: int, n: int, alpha: float) -> float:
 
 @pytest.mark.parametrize(("k", "n"), [(0, 10), (0, 299), (1, 50), (3, 400), (0, 1)])
 def test_false_green_upper_is_the_exact_clopper_pearson_bound(k, n):
-    assert false_green_upper(k, n, 0.95) == pytest.approx(clopper_pearson_by_bisection(k, n, 0.05),
-                                                          abs=1e-9)
+    assert false_green_upper(k, n, 0.95) == pytest.approx(clopper_pearson_by_bisection(k, n, 0.05), abs=1e-9)
 
 
 def test_zero_in_n_gives_the_closed_form_bound():
@@ -175,13 +174,22 @@ def test_flag_false_positives_break_ties():
 
 
 def _answer_choice(p):
-    return Answer(kind="choice", options=["green", "yellow", "red"], chosen="green",
-                  probabilities={"green": p[0], "yellow": p[1], "red": p[2]})
+    return Answer(
+        kind="choice",
+        options=["green", "yellow", "red"],
+        chosen="green",
+        probabilities={"green": p[0], "yellow": p[1], "red": p[2]},
+    )
 
 
 def _answer_bool(p):
-    return Answer(kind="boolean", options=["yes", "no"], chosen="yes" if p >= 0.5 else "no",
-                  probabilities={"yes": p, "no": 1 - p}, probability=p)
+    return Answer(
+        kind="boolean",
+        options=["yes", "no"],
+        chosen="yes" if p >= 0.5 else "no",
+        probabilities={"yes": p, "no": 1 - p},
+        probability=p,
+    )
 
 
 def test_vectorised_levels_agree_with_decide_level():
@@ -190,8 +198,9 @@ def test_vectorised_levels_agree_with_decide_level():
     risk = rng.dirichlet([1, 1, 1], size=n)
     flags = {f: rng.random(n) for f in RED_FLAGS}
     instructions = rng.random(n)
-    t = Thresholds(green=0.6, red=0.3, flags={"commitment": 0.7, "destructive_or_access": 0.8,
-                                              "third_party_personal_data": 0.9})
+    t = Thresholds(
+        green=0.6, red=0.3, flags={"commitment": 0.7, "destructive_or_access": 0.8, "third_party_personal_data": 0.9}
+    )
     blocked = instructions >= t.yellow_flags["instructions"]
     ours = levels(risk[:, 0], risk[:, 2], flags, t.green, t.red, t.flags, blocked)
     for i in range(n):
@@ -228,8 +237,7 @@ def test_labels_needed_follow_from_the_bound_over_the_default_grid():
     # No false green: n auto-answered tickets bound the rate under 1 % at 95 % over the 7-point
     # grid once 1 - (0.05 / 7)^(1 / n) <= 1 %: n = 492 (docs/calibration.md says so).
     n = 492
-    assert false_green_upper(0, n, 1 - 0.05 / 7) <= 0.01 < false_green_upper(0, n - 1,
-                                                                             1 - 0.05 / 7)
+    assert false_green_upper(0, n, 1 - 0.05 / 7) <= 0.01 < false_green_upper(0, n - 1, 1 - 0.05 / 7)
     p_green = np.array([0.97] * 100 + [0.1] * 100)
     truth = np.array([GREEN] * 100 + [YELLOW] * 100)
     assert choose_green(p_green, truth).labels_needed == 2 * n

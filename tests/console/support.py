@@ -18,40 +18,80 @@ from tests.support import REDIS_URL
 RULES = Path(__file__).parent / "rules"
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
-_RISK = {"red": {"green": 0.04, "yellow": 0.21, "red": 0.75},
-         "yellow": {"green": 0.12, "yellow": 0.71, "red": 0.17},
-         "green": {"green": 0.86, "yellow": 0.11, "red": 0.03}}
+_RISK = {
+    "red": {"green": 0.04, "yellow": 0.21, "red": 0.75},
+    "yellow": {"green": 0.12, "yellow": 0.71, "red": 0.17},
+    "green": {"green": 0.86, "yellow": 0.11, "red": 0.03},
+}
 
 
-def l2_for(level: str, category: str = "billing", urgency: int = 2,
-           red_flags: tuple[str, ...] = (), guessed: tuple[str, ...] = ("urgency",),
-           team: str | None = None) -> L2Result:
+def l2_for(
+    level: str,
+    category: str = "billing",
+    urgency: int = 2,
+    red_flags: tuple[str, ...] = (),
+    guessed: tuple[str, ...] = ("urgency",),
+    team: str | None = None,
+) -> L2Result:
     """An L2 result shaped like the classifier's: risk, the three flags, category, urgency.
 
     Like the bundled artifact, every answer is calibrated except those `guessed` (urgency: too
     few labels to calibrate it), which stay the model's raw letters."""
     risk = _RISK[level]
-    answers = {"risk": Answer(kind="choice", options=["green", "yellow", "red"], chosen=level,
-                              probabilities=risk, coverage=0.94, confidence=round(risk[level] * 0.94, 3),
-                              calibrated=True,
-                              raw_probabilities={k: round(v * 0.9 + 0.1 / 3, 3) for k, v in risk.items()})}
+    answers = {
+        "risk": Answer(
+            kind="choice",
+            options=["green", "yellow", "red"],
+            chosen=level,
+            probabilities=risk,
+            coverage=0.94,
+            confidence=round(risk[level] * 0.94, 3),
+            calibrated=True,
+            raw_probabilities={k: round(v * 0.9 + 0.1 / 3, 3) for k, v in risk.items()},
+        )
+    }
     for flag in ("commitment", "destructive_or_access", "third_party_personal_data"):
         p_yes = 0.81 if flag in red_flags else 0.06
-        answers[flag] = Answer(kind="boolean", options=["yes", "no"], chosen="yes" if p_yes > 0.5 else "no",
-                               probabilities={"yes": p_yes, "no": 1 - p_yes}, probability=p_yes, coverage=0.97)
-    answers["category"] = Answer(kind="choice", options=["billing", "technical", "account", "other"],
-                                 chosen=category, probabilities={"billing": 0.08, "technical": 0.05,
-                                                                 "account": 0.04, "other": 0.03, category: 0.8},
-                                 coverage=0.88)
-    answers["urgency"] = Answer(kind="score", options=[str(n) for n in range(6)], chosen=str(urgency),
-                                probabilities={str(n): (0.6 if n == urgency else 0.08) for n in range(6)},
-                                value=float(urgency), mode=urgency, coverage=0.9)
-    answers = {name: msgspec.structs.replace(answer, calibrated=name not in guessed)
-               for name, answer in answers.items()}
-    return L2Result(level=level, method="logits", calibrated=True,  # type: ignore[arg-type]
-                    calibration_version="20261128T090000Z-3f2a", answers=answers, red_flags=list(red_flags),
-                    category=category, urgency=urgency, team=team, tokens_evaluated=180,
-                    timings_ms={"total": 812.0})
+        answers[flag] = Answer(
+            kind="boolean",
+            options=["yes", "no"],
+            chosen="yes" if p_yes > 0.5 else "no",
+            probabilities={"yes": p_yes, "no": 1 - p_yes},
+            probability=p_yes,
+            coverage=0.97,
+        )
+    answers["category"] = Answer(
+        kind="choice",
+        options=["billing", "technical", "account", "other"],
+        chosen=category,
+        probabilities={"billing": 0.08, "technical": 0.05, "account": 0.04, "other": 0.03, category: 0.8},
+        coverage=0.88,
+    )
+    answers["urgency"] = Answer(
+        kind="score",
+        options=[str(n) for n in range(6)],
+        chosen=str(urgency),
+        probabilities={str(n): (0.6 if n == urgency else 0.08) for n in range(6)},
+        value=float(urgency),
+        mode=urgency,
+        coverage=0.9,
+    )
+    answers = {
+        name: msgspec.structs.replace(answer, calibrated=name not in guessed) for name, answer in answers.items()
+    }
+    return L2Result(
+        level=level,
+        method="logits",
+        calibrated=True,  # type: ignore[arg-type]
+        calibration_version="20261128T090000Z-3f2a",
+        answers=answers,
+        red_flags=list(red_flags),
+        category=category,
+        urgency=urgency,
+        team=team,
+        tokens_evaluated=180,
+        timings_ms={"total": 812.0},
+    )
 
 
 def finish(prefix: str, ticket_id: str, level: str, queue: str | None = None, **l2_fields) -> None:
@@ -63,16 +103,28 @@ def finish(prefix: str, ticket_id: str, level: str, queue: str | None = None, **
     try:
         store = WorkerStore(client, Keys(prefix), 3600)
         store.ensure_group()
-        entry_id = next(entry for entry, fields in client.xrange(f"{prefix}:tickets")
-                        if fields[b"id"].decode() == ticket_id)
+        entry_id = next(
+            entry for entry, fields in client.xrange(f"{prefix}:tickets") if fields[b"id"].decode() == ticket_id
+        )
         stored = store.ticket(ticket_id)
         assert stored is not None
         l1 = stored.l1
-        result = combine(ticket_id, l1, l2_for(level, **l2_fields),
-                         ModelInfo(name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", sha256="0" * 64),
-                         "p" * 64, Timings(l1=0.2, l2=812.0, total=830.0), time.time())
-        store.store_result(Delivery(entry_id=entry_id.decode(), ticket_id=ticket_id, deliveries=1,
-                                    claimed=False), result, {}, False, stored.accepted_at)
+        result = combine(
+            ticket_id,
+            l1,
+            l2_for(level, **l2_fields),
+            ModelInfo(name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", sha256="0" * 64),
+            "p" * 64,
+            Timings(l1=0.2, l2=812.0, total=830.0),
+            time.time(),
+        )
+        store.store_result(
+            Delivery(entry_id=entry_id.decode(), ticket_id=ticket_id, deliveries=1, claimed=False),
+            result,
+            {},
+            False,
+            stored.accepted_at,
+        )
         if queue:
             client.zadd(f"{prefix}:queue:{queue}", {ticket_id: stored.accepted_at})
     finally:
@@ -83,8 +135,15 @@ def seed_status(prefix: str, calibration: dict | None = None, audit: dict | None
     """A worker heartbeat (as service.worker writes it) and an audit state (as the audit job does)."""
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        beat = {"worker": "w1", "pid": 1, "at": time.time(), "model": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                "sha256": "0" * 64, "prompt_sha": "p" * 64, "processed": 12}
+        beat = {
+            "worker": "w1",
+            "pid": 1,
+            "at": time.time(),
+            "model": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            "sha256": "0" * 64,
+            "prompt_sha": "p" * 64,
+            "processed": 12,
+        }
         if calibration is not None:
             beat["calibration"] = calibration
         client.set(f"{prefix}:heartbeat:w1", msgspec.json.encode(beat), ex=120)
@@ -104,8 +163,7 @@ def sign_in(client: httpx.Client, token: str, name: str = "ana") -> httpx.Respon
     """Through the login form, as a browser does: GET (nonce cookie + token), then POST."""
     form = client.get("/ui/login")
     assert form.status_code == 200, form.text
-    return client.post("/ui/login", data={"csrf": csrf_of(form.text), "name": name, "token": token,
-                                          "next": "/ui"})
+    return client.post("/ui/login", data={"csrf": csrf_of(form.text), "name": name, "token": token, "next": "/ui"})
 
 
 def post_ticket(ingest: httpx.Client, subject: str | None, body: str) -> str:

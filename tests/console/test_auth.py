@@ -43,17 +43,23 @@ def test_operator_token_signs_in_with_strict_httponly_cookies(browser_client):
 
 def test_behind_https_the_cookies_are_secure(browser_client):
     form = browser_client.get("/ui/login")
-    response = browser_client.post("/ui/login", headers={"X-Forwarded-Proto": "https"},
-                                   data={"csrf": csrf_of(form.text), "name": "ana", "token": OPERATOR})
+    response = browser_client.post(
+        "/ui/login",
+        headers={"X-Forwarded-Proto": "https"},
+        data={"csrf": csrf_of(form.text), "name": "ana", "token": OPERATOR},
+    )
     assert response.status_code == 303
     assert "secure" in _set_cookies(response)["triage_session"]
 
 
-@pytest.mark.parametrize("token, status, message", [
-    ("not-a-token-at-all-0000", 401, "Unknown token"),
-    (INGEST, 403, "not an operator token"),
-    ("", 401, "Unknown token"),
-])
+@pytest.mark.parametrize(
+    "token, status, message",
+    [
+        ("not-a-token-at-all-0000", 401, "Unknown token"),
+        (INGEST, 403, "not an operator token"),
+        ("", 401, "Unknown token"),
+    ],
+)
 def test_wrong_and_ingest_tokens_are_refused(browser_client, token, status, message):
     response = sign_in(browser_client, token, "ana")
     assert response.status_code == status
@@ -98,12 +104,17 @@ def test_the_login_redirect_keeps_where_you_were_going_but_only_inside_the_conso
     assert response.headers["location"] == "/ui/login?next=/ui/queues/yellow"
     form = browser_client.get("/ui/login", params={"next": "/ui/queues/yellow"})
     assert 'name="next" value="/ui/queues/yellow"' in form.text
-    for target, expected in (("/ui/queues/yellow", "/ui/queues/yellow"), ("https://evil.example/", "/ui"),
-                             ("//evil.example/ui", "/ui"), ("/uix", "/ui")):
+    for target, expected in (
+        ("/ui/queues/yellow", "/ui/queues/yellow"),
+        ("https://evil.example/", "/ui"),
+        ("//evil.example/ui", "/ui"),
+        ("/uix", "/ui"),
+    ):
         browser_client.cookies.clear()
         form = browser_client.get("/ui/login")
-        response = browser_client.post("/ui/login", data={"csrf": csrf_of(form.text), "name": "ana",
-                                                          "token": OPERATOR, "next": target})
+        response = browser_client.post(
+            "/ui/login", data={"csrf": csrf_of(form.text), "name": "ana", "token": OPERATOR, "next": target}
+        )
         assert response.headers["location"] == expected, target
 
 
@@ -111,24 +122,24 @@ def test_forged_or_mismatched_session_cookies_are_signed_out(console, api):
     session = console.cookies.get("triage_session")
     name = console.cookies.get("triage_operator")
     forged = session[:-4] + ("0000" if not session.endswith("0000") else "1111")
-    for cookies in ({"triage_session": forged, "triage_operator": name},
-                    {"triage_session": session, "triage_operator": "Ym9i.0000"},  # "bob", bad MAC
-                    {"triage_session": session}):
+    for cookies in (
+        {"triage_session": forged, "triage_operator": name},
+        {"triage_session": session, "triage_operator": "Ym9i.0000"},  # "bob", bad MAC
+        {"triage_session": session},
+    ):
         response = httpx.get(f"{api.url}/ui/queues/red", cookies=cookies)
         assert response.status_code == 303, cookies
 
 
 def test_login_without_or_with_a_wrong_csrf_token_is_403(browser_client):
     browser_client.get("/ui/login")  # the nonce cookie is set, the token is not sent back
-    for data in ({"name": "ana", "token": OPERATOR},
-                 {"name": "ana", "token": OPERATOR, "csrf": "0" * 40}):
+    for data in ({"name": "ana", "token": OPERATOR}, {"name": "ana", "token": OPERATOR, "csrf": "0" * 40}):
         response = browser_client.post("/ui/login", data=data)
         assert response.status_code == 403
         assert "triage_session" not in _set_cookies(response)
 
 
-def test_decision_without_or_with_a_wrong_csrf_token_is_403_and_records_nothing(
-        console, ingest, prefix, redis_client):
+def test_decision_without_or_with_a_wrong_csrf_token_is_403_and_records_nothing(console, ingest, prefix, redis_client):
     ticket_id = post_ticket(ingest, "Refund", "Please refund my last invoice")
     finish(prefix, ticket_id, "red")
     page = console.get(f"/ui/tickets/{ticket_id}")
@@ -150,8 +161,9 @@ def test_a_csrf_token_from_another_session_is_refused(api, console, ingest, pref
     stolen = csrf_of(console.get(f"/ui/tickets/{ticket_id}").text)
     with httpx.Client(base_url=api.url, timeout=10) as other:
         assert sign_in(other, OPERATOR, "bob").status_code == 303
-        response = other.post(f"/ui/tickets/{ticket_id}/decision",
-                              data={"action": "approve", "queue": "red", "csrf": stolen})
+        response = other.post(
+            f"/ui/tickets/{ticket_id}/decision", data={"action": "approve", "queue": "red", "csrf": stolen}
+        )
         assert response.status_code == 403
     assert redis_client.xlen(f"{prefix}:decisions") == 0
 
@@ -179,8 +191,7 @@ def test_non_ascii_cookies_and_form_tokens_are_refused_not_crashed(api, console,
     """hmac.compare_digest raises on non-ASCII str: such input must be a plain refusal."""
     ticket_id = post_ticket(ingest, "Refund", "Please refund my last invoice")
     finish(prefix, ticket_id, "red")
-    response = console.post(f"/ui/tickets/{ticket_id}/decision",
-                            data={"action": "approve", "csrf": "é" * 40})
+    response = console.post(f"/ui/tickets/{ticket_id}/decision", data={"action": "approve", "csrf": "é" * 40})
     assert response.status_code == 403
     session = console.cookies.get("triage_session")
     raw = f"triage_session={session[:-2]}\u00e9\u00e9".encode("latin-1")

@@ -22,8 +22,15 @@ from tests.support import OPERATOR
 from tests.system import requires
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 pytestmark = [
@@ -52,34 +59,43 @@ def _screenshot(page, tmp_path: Path, name: str, full_page: bool = True) -> None
 
 def _seed(ingest, prefix: str) -> dict[str, str]:
     ids = {
-        "refund": post_ticket(ingest, "Refund for a double charge",
-                              "Hello,\n\nI was charged twice for invoice 2291 this month. This is "
-                              "unacceptable: please refund the second charge to my card before "
-                              "Friday.\n\nThanks, Maria"),
-        "delete": post_ticket(ingest, "Close everything",
-                              "We are moving to another vendor. Please delete our account and "
-                              "the exported reports by the end of the week."),
-        "export": post_ticket(ingest, None, "The CSV export crashes every time I save a report "
-                                            "with more than 10k rows (Chrome 131, Windows 11)."),
-        "invoice": post_ticket(ingest, "VAT on invoice 3310",
-                               "Why does invoice 3310 show a different VAT rate than last month?"),
+        "refund": post_ticket(
+            ingest,
+            "Refund for a double charge",
+            "Hello,\n\nI was charged twice for invoice 2291 this month. This is "
+            "unacceptable: please refund the second charge to my card before "
+            "Friday.\n\nThanks, Maria",
+        ),
+        "delete": post_ticket(
+            ingest,
+            "Close everything",
+            "We are moving to another vendor. Please delete our account and "
+            "the exported reports by the end of the week.",
+        ),
+        "export": post_ticket(
+            ingest,
+            None,
+            "The CSV export crashes every time I save a report with more than 10k rows (Chrome 131, Windows 11).",
+        ),
+        "invoice": post_ticket(
+            ingest, "VAT on invoice 3310", "Why does invoice 3310 show a different VAT rate than last month?"
+        ),
         "thanks": post_ticket(ingest, "Thanks!", "The new dashboard is great, thank you."),
     }
     finish(prefix, ids["refund"], "red", category="billing", urgency=3, red_flags=("commitment",))
-    finish(prefix, ids["delete"], "red", category="account", urgency=2,
-           red_flags=("destructive_or_access",))
+    finish(prefix, ids["delete"], "red", category="account", urgency=2, red_flags=("destructive_or_access",))
     finish(prefix, ids["export"], "yellow", category="technical", urgency=2)
     finish(prefix, ids["invoice"], "yellow", category="billing", urgency=1)
     finish(prefix, ids["thanks"], "green", queue="audit", category="other", urgency=0)
-    seed_status(prefix, calibration={"version": "20261128T090000Z-3f2a", "age_s": 7200.0,
-                                     "stale": False, "error": None},
-                audit={"kappa": "0.82", "gating": "1", "false_green_rate": "0.004",
-                       "last_run": str(time.time() - 5400)})
+    seed_status(
+        prefix,
+        calibration={"version": "20261128T090000Z-3f2a", "age_s": 7200.0, "stale": False, "error": None},
+        audit={"kappa": "0.82", "gating": "1", "false_green_rate": "0.004", "last_run": str(time.time() - 5400)},
+    )
     return ids
 
 
-def test_operator_reviews_and_decides_by_keyboard(api, ingest, operator, prefix, redis_client,
-                                                  tmp_path):
+def test_operator_reviews_and_decides_by_keyboard(api, ingest, operator, prefix, redis_client, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
     ids = _seed(ingest, prefix)
@@ -148,19 +164,20 @@ def test_operator_reviews_and_decides_by_keyboard(api, ingest, operator, prefix,
             page.keyboard.type("refund goes to finance")
             page.keyboard.press("Escape")
             page.keyboard.press("a")
-            expect(page).to_have_url(
-                f"{api.url}/ui/tickets/{ids['delete']}?queue=red&decided={ids['refund']}")
+            expect(page).to_have_url(f"{api.url}/ui/tickets/{ids['delete']}?queue=red&decided={ids['refund']}")
             expect(page.locator(".flash")).to_contain_text("approve")
 
             entries = redis_client.xrange(f"{prefix}:decisions")
             assert len(entries) == 1
             recorded = msgspec.json.decode(entries[0][1][b"data"])
             assert recorded["ticket_id"] == ids["refund"]
-            assert (recorded["operator"], recorded["action"], recorded["correct_level"]) == \
-                ("ana", "approve", "red")
+            assert (recorded["operator"], recorded["action"], recorded["correct_level"]) == ("ana", "approve", "red")
             assert recorded["given_level"] == "red"
-            assert recorded["flags"] == {"commitment": True, "destructive_or_access": False,
-                                         "third_party_personal_data": False}
+            assert recorded["flags"] == {
+                "commitment": True,
+                "destructive_or_access": False,
+                "third_party_personal_data": False,
+            }
             assert recorded["category"] == "billing"
             assert recorded["note"] == "refund goes to finance"
             assert redis_client.zscore(f"{prefix}:queue:red", ids["refund"]) is None
@@ -171,8 +188,11 @@ def test_operator_reviews_and_decides_by_keyboard(api, ingest, operator, prefix,
             expect(page.locator(".empty")).to_contain_text("Nothing waiting in the red queue")
             expect(page.locator(".tab-red .count")).to_contain_text("0")
             last = msgspec.json.decode(redis_client.xrange(f"{prefix}:decisions")[-1][1][b"data"])
-            assert (last["action"], last["correct_level"], last["flags"]["destructive_or_access"]) \
-                == ("downgrade", "yellow", False)
+            assert (last["action"], last["correct_level"], last["flags"]["destructive_or_access"]) == (
+                "downgrade",
+                "yellow",
+                False,
+            )
             # The API sees the same queues.
             assert operator.get("/v1/queues/red").json()["items"] == []
 

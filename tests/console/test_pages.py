@@ -49,30 +49,35 @@ def test_guesses_are_shown_as_guesses_and_facts_as_facts(console, ingest, prefix
     """Urgency 5 from raw letters must not read as a finding (red, bold); a calibrated one may."""
     guessed = post_ticket(ingest, "App crash", "The app crashes when I open settings.")
     measured = post_ticket(ingest, "Outage", "Nothing loads for any of our users since 9:00.")
-    finish(prefix, guessed, "yellow", category="technical", urgency=5, team="legal",
-           guessed=("urgency", "category"))
-    finish(prefix, measured, "yellow", category="technical", urgency=5, team="engineering",
-           guessed=())
-    rows = dict(re.findall(r'<tr class="row" data-href="/ui/tickets/(t_\w+)\?queue=yellow">(.*?)</tr>',
-                           console.get("/ui/queues/yellow").text, re.S))
+    finish(prefix, guessed, "yellow", category="technical", urgency=5, team="legal", guessed=("urgency", "category"))
+    finish(prefix, measured, "yellow", category="technical", urgency=5, team="engineering", guessed=())
+    rows = dict(
+        re.findall(
+            r'<tr class="row" data-href="/ui/tickets/(t_\w+)\?queue=yellow">(.*?)</tr>',
+            console.get("/ui/queues/yellow").text,
+            re.S,
+        )
+    )
     guess_row, fact_row = rows[guessed], rows[measured]
-    assert f'<span class="guess" title="Uncalibrated: the model\'s guess, not a measured answer">5 {GUESS}' \
-           in guess_row and "urgency-5" not in guess_row
+    assert (
+        f'<span class="guess" title="Uncalibrated: the model\'s guess, not a measured answer">5 {GUESS}' in guess_row
+        and "urgency-5" not in guess_row
+    )
     assert f"technical {GUESS}" in guess_row
     assert '<span class="urgency urgency-5">5</span>' in fact_row and GUESS not in fact_row
 
     page = console.get(f"/ui/tickets/{guessed}", params={"queue": "yellow"}).text
-    meta = page[page.index('<dl class="meta">'):]
-    meta = meta[:meta.index("</dl>")]
-    assert "<dt>Urgency</dt><dd><span class=\"guess\"" in meta and "urgency-5" not in meta
+    meta = page[page.index('<dl class="meta">') :]
+    meta = meta[: meta.index("</dl>")]
+    assert '<dt>Urgency</dt><dd><span class="guess"' in meta and "urgency-5" not in meta
     assert f"technical {GUESS}" in meta and f"legal {GUESS}" in meta  # the team follows the category
-    card = page[page.index('id="answer-urgency"'):]
-    card = card[:card.index("</section>")]
+    card = page[page.index('id="answer-urgency"') :]
+    card = card[: card.index("</section>")]
     assert '<span class="chosen guess">→ 5</span>' in card and ">guess</span>" in card
     assert '<option value="" selected>(none)</option>' in page  # a guess is not offered as the label
     fact = console.get(f"/ui/tickets/{measured}", params={"queue": "yellow"}).text
-    meta = fact[fact.index('<dl class="meta">'):]
-    meta = meta[:meta.index("</dl>")]
+    meta = fact[fact.index('<dl class="meta">') :]
+    meta = meta[: meta.index("</dl>")]
     assert GUESS not in meta and '<span class="urgency urgency-5">5</span>' in meta
     assert "<dt>Team</dt><dd>engineering</dd>" in meta
     assert '<option value="technical" selected>' in fact
@@ -97,14 +102,18 @@ def test_queue_pages_follow_the_api_cursor(console, ingest, prefix, monkeypatch)
 def test_ticket_page_shows_why_with_spans_rules_and_answers(console, ingest, prefix):
     ticket_id = post_ticket(ingest, "Double charge", "I was charged twice. Please refund it.")
     finish(prefix, ticket_id, "red", category="billing", urgency=3, red_flags=("commitment",))
-    seed_status(prefix, calibration={"version": "v-cal-1", "age_s": 60.0, "stale": True,
-                                     "error": "prompts changed since fitting"},
-                audit={"kappa": "0.55", "gating": "0", "false_green_rate": "0.02"})
+    seed_status(
+        prefix,
+        calibration={"version": "v-cal-1", "age_s": 60.0, "stale": True, "error": "prompts changed since fitting"},
+        audit={"kappa": "0.55", "gating": "0", "false_green_rate": "0.02"},
+    )
     page = console.get(f"/ui/tickets/{ticket_id}", params={"queue": "red"})
     assert page.status_code == 200
     text = page.text
-    assert '<mark class="hit hit-yellow" title="billing.charged_twice" data-rules="billing.charged_twice">' \
-           'charged twice</mark>' in text
+    assert (
+        '<mark class="hit hit-yellow" title="billing.charged_twice" data-rules="billing.charged_twice">'
+        "charged twice</mark>" in text
+    )
     assert 'data-rules="commitment.refund">refund</mark>' in text
     assert '<q>charged twice</q> <span class="muted">@21–34</span>' in text  # offsets into subject\n\nbody
     assert "75.0 %" in text and "coverage 94 %" in text and "Before calibration" in text
@@ -138,8 +147,16 @@ def test_a_form_decision_takes_the_api_path(console, ingest, anonymous, prefix, 
     finish(prefix, first, "red", red_flags=("commitment",))
     finish(prefix, second, "red")
     before = _metric(anonymous.get("/metrics").text, 'triage_decisions_total{action="edit"}')
-    response = _decide(console, first, action="edit", queue="red", level="red", category="legal",
-                       flag_commitment="on", note="needs legal")
+    response = _decide(
+        console,
+        first,
+        action="edit",
+        queue="red",
+        level="red",
+        category="legal",
+        flag_commitment="on",
+        note="needs legal",
+    )
     assert response.status_code == 303, response.text
     assert response.headers["location"] == f"/ui/tickets/{second}?queue=red&decided={first}"
     entries = redis_client.xrange(f"{prefix}:decisions")
@@ -173,8 +190,9 @@ def test_invalid_decisions_come_back_with_the_reason_and_the_form_as_filled(cons
     ticket_id = post_ticket(ingest, "Refund please", "Please refund my last invoice")
     finish(prefix, ticket_id, "red")
     # a red flag with a non-red level: the API's own check refuses it
-    response = _decide(console, ticket_id, action="edit", queue="red", level="yellow",
-                       flag_commitment="on", note="keep me")
+    response = _decide(
+        console, ticket_id, action="edit", queue="red", level="yellow", flag_commitment="on", note="keep me"
+    )
     assert response.status_code == 400
     assert "a red flag means correct_level must be red" in response.text
     assert 'role="alert"' in response.text
@@ -204,15 +222,18 @@ def test_unknown_queue_and_ticket_are_404_pages(console):
         assert response.status_code == 404
         assert response.headers["content-type"].startswith("text/html")
     page = console.get("/ui/queues/red")
-    assert console.post("/ui/tickets/t_nope/decision",
-                        data={"csrf": csrf_of(page.text), "action": "approve"}).status_code == 404
+    assert (
+        console.post("/ui/tickets/t_nope/decision", data={"csrf": csrf_of(page.text), "action": "approve"}).status_code
+        == 404
+    )
 
 
 def test_the_default_button_records_nothing_and_keeps_the_form(console, ingest, prefix, redis_client):
     ticket_id = post_ticket(ingest, "Refund please", "Please refund my last invoice")
     finish(prefix, ticket_id, "red")
-    response = _decide(console, ticket_id, action="stay", queue="red", note="half-written",
-                       flag_third_party_personal_data="on")
+    response = _decide(
+        console, ticket_id, action="stay", queue="red", note="half-written", flag_third_party_personal_data="on"
+    )
     assert response.status_code == 200
     assert ">half-written</textarea>" in response.text
     assert 'name="flag_third_party_personal_data" checked' in response.text

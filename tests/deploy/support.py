@@ -21,9 +21,33 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 # Labels Prometheus attaches at scrape time, and the histogram bucket label.
 TARGET_LABELS = {"job", "instance"}
 PROMQL_WORDS = {
-    "sum", "max", "min", "avg", "count", "by", "without", "on", "ignoring", "group_left",
-    "group_right", "and", "or", "unless", "bool", "offset", "rate", "increase", "delta", "deriv",
-    "histogram_quantile", "time", "scalar", "absent", "topk", "bottomk", "vector",
+    "sum",
+    "max",
+    "min",
+    "avg",
+    "count",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "rate",
+    "increase",
+    "delta",
+    "deriv",
+    "histogram_quantile",
+    "time",
+    "scalar",
+    "absent",
+    "topk",
+    "bottomk",
+    "vector",
 }
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
@@ -124,11 +148,11 @@ def dashboard() -> dict:
 
 
 def dashboard_targets() -> list[tuple[str, dict]]:
-    return [(panel["title"], target) for panel in dashboard()["panels"]
-            for target in panel.get("targets", [])]
+    return [(panel["title"], target) for panel in dashboard()["panels"] for target in panel.get("targets", [])]
 
 
 # ------------------------------------------------------------------ Dockerfile
+
 
 @dataclass
 class Stage:

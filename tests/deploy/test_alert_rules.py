@@ -12,13 +12,13 @@ from tests.deploy import support as h
 from tests.system import requires
 
 REQUIRED = {
-    "TriageFalseGreen",            # any false green (operators)
-    "TriageAuditFalseGreens",      # ... and from the audit
+    "TriageFalseGreen",  # any false green (operators)
+    "TriageAuditFalseGreens",  # ... and from the audit
     "TriageOperatorQueueGrowing",  # queue depth growing for 10 min
-    "TriageEndToEndSlow",          # end-to-end p95 over its objective
+    "TriageEndToEndSlow",  # end-to-end p95 over its objective
     "TriageCalibrationStale",
-    "TriageCalibrationMissing",    # a worker with no calibration artifact at all
-    "TriageAuditKappaLow",         # kappa under 0.6
+    "TriageCalibrationMissing",  # a worker with no calibration artifact at all
+    "TriageAuditKappaLow",  # kappa under 0.6
     "TriageNoWorkerHeartbeat",
 }
 
@@ -58,11 +58,15 @@ promtool = shutil.which("promtool")
 
 
 @requires("promtool", "prometheus")  # deploy/check.sh and .ci/run install it
-@pytest.mark.parametrize("args", [
-    ["check", "config", str(h.PROMETHEUS_FILE)],
-    ["check", "rules", str(h.RULES_FILE)],
-    ["test", "rules", str(h.DEPLOY / "prometheus" / "tests" / "triage.rules.test.yml")],
-], ids=["check-config", "check-rules", "test-rules"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "config", str(h.PROMETHEUS_FILE)],
+        ["check", "rules", str(h.RULES_FILE)],
+        ["test", "rules", str(h.DEPLOY / "prometheus" / "tests" / "triage.rules.test.yml")],
+    ],
+    ids=["check-config", "check-rules", "test-rules"],
+)
 def test_promtool(args):
     done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -12,8 +12,11 @@ from tests.deploy import support as h
 
 COMPOSE = yaml.safe_load(h.COMPOSE_FILE.read_text())
 SERVICES = COMPOSE["services"]
-TRIAGE_SERVICES = [name for name, svc in SERVICES.items()
-                   if str(svc.get("image", "")).startswith(("${TRIAGE_IMAGE", "${TRIAGE_JOBS_IMAGE"))]
+TRIAGE_SERVICES = [
+    name
+    for name, svc in SERVICES.items()
+    if str(svc.get("image", "")).startswith(("${TRIAGE_IMAGE", "${TRIAGE_JOBS_IMAGE"))
+]
 
 
 def _interpolate_defaults(value: str) -> str:
@@ -92,8 +95,10 @@ def test_prometheus_scrapes_the_api_and_every_worker_on_their_real_ports():
     config = yaml.safe_load(h.PROMETHEUS_FILE.read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     defaults = Settings()
-    for job, service, port in (("triage-api", "api", defaults.port),
-                               ("triage-worker", "worker", defaults.metrics_port)):
+    for job, service, port in (
+        ("triage-api", "api", defaults.port),
+        ("triage-worker", "worker", defaults.metrics_port),
+    ):
         sd = jobs[job]["dns_sd_configs"][0]
         assert sd["names"] == [service] and sd["port"] == port, job
         assert jobs[job].get("metrics_path", "/metrics") == "/metrics"

@@ -10,16 +10,14 @@ from tests.deploy import support as h
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_dashboard",
-                                                  h.DEPLOY / "grafana" / "build_dashboard.py")
+    spec = importlib.util.spec_from_file_location("build_dashboard", h.DEPLOY / "grafana" / "build_dashboard.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def test_committed_json_is_the_generator_output():
-    assert h.DASHBOARD_FILE.read_text() == _builder().render(), \
-        "run: python deploy/grafana/build_dashboard.py"
+    assert h.DASHBOARD_FILE.read_text() == _builder().render(), "run: python deploy/grafana/build_dashboard.py"
 
 
 def test_panels_have_unique_ids_and_refids():
@@ -47,18 +45,19 @@ def test_panels_fit_the_grid_without_overlapping():
 def test_every_panel_uses_the_datasource_variable_defaulting_to_the_provisioned_uid():
     dash = h.dashboard()
     variable = next(v for v in dash["templating"]["list"] if v["name"] == "datasource")
-    provisioned = yaml.safe_load((h.DEPLOY / "grafana" / "provisioning" / "datasources" /
-                                  "prometheus.yaml").read_text())["datasources"]
+    provisioned = yaml.safe_load(
+        (h.DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml").read_text()
+    )["datasources"]
     assert variable["current"]["value"] in {d["uid"] for d in provisioned}
     for panel in dash["panels"]:
         if panel["type"] != "row":
-            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, \
-                panel["title"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
 
 
 def test_the_provisioned_dashboard_folder_is_where_compose_mounts_the_json():
-    provider = yaml.safe_load((h.DEPLOY / "grafana" / "provisioning" / "dashboards" /
-                               "triage.yaml").read_text())["providers"][0]
+    provider = yaml.safe_load((h.DEPLOY / "grafana" / "provisioning" / "dashboards" / "triage.yaml").read_text())[
+        "providers"
+    ][0]
     compose = yaml.safe_load(h.COMPOSE_FILE.read_text())
     mounts = compose["services"]["grafana"]["volumes"]
     assert f"./grafana/dashboards:{provider['options']['path']}:ro" in mounts

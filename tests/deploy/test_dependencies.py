@@ -37,8 +37,7 @@ def _pins(lock: Path) -> dict[str, list[tuple[str, str]]]:
         if not match:
             continue
         assert "--hash=sha256:" in block, f"{lock.name}: {match.group(1)} has no hash"
-        pins.setdefault(canonicalize_name(match.group(1)), []).append(
-            (match.group(2), match.group(3) or ""))
+        pins.setdefault(canonicalize_name(match.group(1)), []).append((match.group(2), match.group(3) or ""))
     return pins
 
 
@@ -78,15 +77,15 @@ def test_nothing_is_declared_twice_or_unused():
 @pytest.mark.parametrize("name", sorted(LOCKS))
 def test_locks_pin_every_declared_package_within_its_range(name):
     pins = _pins(LOCKS[name])
-    groups = {"serve": [None], "offline": [None, "offline"],
-              "dev": [None, *PYPROJECT["optional-dependencies"]]}[name]
+    groups = {"serve": [None], "offline": [None, "offline"], "dev": [None, *PYPROJECT["optional-dependencies"]]}[name]
     for group in groups:
         for requirement in _requirements(group):
             key = canonicalize_name(requirement.name)
             assert key in pins, f"{name}.txt lacks {key}: run `make lock`"
             for version, _ in pins[key]:
-                assert requirement.specifier.contains(version, prereleases=True), \
+                assert requirement.specifier.contains(version, prereleases=True), (
                     f"{name}.txt pins {key}=={version}, outside {requirement.specifier}: make lock"
+                )
 
 
 def test_the_serving_lock_has_no_offline_stack_and_nothing_for_development():
@@ -124,8 +123,13 @@ print("served", outcome.calibrator)
 
 
 def test_the_serving_path_runs_without_the_offline_stack():
-    done = subprocess.run([sys.executable, "-c", SERVING], cwd=h.ROOT, capture_output=True,
-                          text=True, timeout=120, env={"PYTHONPATH": str(h.ROOT),
-                                                       "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", SERVING],
+        cwd=h.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(h.ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "served" in done.stdout

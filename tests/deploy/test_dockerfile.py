@@ -41,14 +41,15 @@ def test_images_install_exactly_the_hash_checked_locks():
 def test_llama_cpp_is_compiled_portable_alone_in_its_layer_from_the_lock():
     assert any("-DGGML_NATIVE=OFF" in a for a in STAGES["wheels"].args("ARG"))
     instructions = STAGES["wheels"].instructions
-    compile_at = next(i for i, (kw, rest) in enumerate(instructions)
-                      if kw == "RUN" and "/wheels/llama" in rest)
-    rest_at = next(i for i, (kw, rest) in enumerate(instructions)
-                   if kw == "RUN" and "for set in" in rest)
+    compile_at = next(i for i, (kw, rest) in enumerate(instructions) if kw == "RUN" and "/wheels/llama" in rest)
+    rest_at = next(i for i, (kw, rest) in enumerate(instructions) if kw == "RUN" and "for set in" in rest)
     assert compile_at < rest_at
     lock = (h.ROOT / "requirements" / "serve.txt").read_text()
-    pin = next(p for p in tomllib.loads((h.ROOT / "pyproject.toml").read_text())["project"][
-        "dependencies"] if p.startswith("llama-cpp-python"))
+    pin = next(
+        p
+        for p in tomllib.loads((h.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+        if p.startswith("llama-cpp-python")
+    )
     assert pin + " \\\n    --hash=sha256:" in lock  # the exact pin, with its hash
 
 
@@ -58,8 +59,9 @@ def test_llama_block_extraction_keeps_the_pin_and_its_hashes(tmp_path):
     run = next(r for r in STAGES["wheels"].args("RUN") if "/wheels/llama" in r)
     extract = run.split("--mount=type=cache,target=/root/.cache/pip", 1)[1].split(" > ")[0]
     lock = h.ROOT / "requirements" / "serve.txt"
-    out = subprocess.run(["sh", "-c", extract.strip().replace("serve.txt", str(lock))],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sh", "-c", extract.strip().replace("serve.txt", str(lock))], capture_output=True, text=True, check=True
+    ).stdout
     lines = out.splitlines()
     assert lines[0].startswith("llama-cpp-python==") and lines[0].endswith(" \\")
     assert all(line.strip().startswith("--hash=sha256:") for line in lines[1:]) and len(lines) >= 2
@@ -99,20 +101,36 @@ def test_environment_names_are_settings():
     assert "TRIAGE_HOST=0.0.0.0" in env  # 127.0.0.1 would be unreachable from outside
 
 
-@pytest.mark.parametrize("path", [
-    "pyproject.toml", "README.md", "service/cli.py", "prompts/questions.yaml",
-    "deploy/healthcheck.py", "data/judge_calibration.jsonl",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pyproject.toml",
+        "README.md",
+        "service/cli.py",
+        "prompts/questions.yaml",
+        "deploy/healthcheck.py",
+        "data/judge_calibration.jsonl",
+    ],
+)
 def test_context_keeps_what_the_image_needs(path):
     assert not h.dockerignore_excludes(path), path
     assert (h.ROOT / path).exists(), f"{path} is copied by the Dockerfile but missing"
 
 
-@pytest.mark.parametrize("path", [
-    ".git/config", ".venv/bin/python", "var/dev-tokens.env", "tests/conftest.py",
-    "deploy/compose.yaml", "deploy/.env", "service/__pycache__/cli.cpython-311.pyc",
-    "models/qwen.gguf", "bench/results.json",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/config",
+        ".venv/bin/python",
+        "var/dev-tokens.env",
+        "tests/conftest.py",
+        "deploy/compose.yaml",
+        "deploy/.env",
+        "service/__pycache__/cli.cpython-311.pyc",
+        "models/qwen.gguf",
+        "bench/results.json",
+    ],
+)
 def test_context_leaves_out_everything_else(path):
     assert h.dockerignore_excludes(path), path
 

@@ -18,14 +18,17 @@ hc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hc)
 
 
-@pytest.mark.parametrize(("argv", "role"), [
-    (["/usr/local/bin/triage", "serve"], "api"),
-    (["/usr/local/bin/python", "/usr/local/bin/triage", "worker", "--burst"], "worker"),
-    (["/sbin/docker-init", "--", "triage", "run"], "api"),
-    (["triage", "recalibrate"], None),
-    (["python", "-m", "http.server"], None),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    ("argv", "role"),
+    [
+        (["/usr/local/bin/triage", "serve"], "api"),
+        (["/usr/local/bin/python", "/usr/local/bin/triage", "worker", "--burst"], "worker"),
+        (["/sbin/docker-init", "--", "triage", "run"], "api"),
+        (["triage", "recalibrate"], None),
+        (["python", "-m", "http.server"], None),
+        ([], None),
+    ],
+)
 def test_role_from_pid1(argv, role):
     assert hc.role_from_cmdline(argv) == role
 
@@ -40,13 +43,19 @@ def test_heartbeat_is_read_from_the_real_worker_exposition():
     assert hc.heartbeat_timestamp(text) == 1_700_000_123.5
 
 
-@pytest.mark.parametrize(("text", "stamp"), [
-    ("triage_worker_heartbeat_timestamp_seconds 0.0\n", None),  # never beat
-    ("# HELP triage_worker_heartbeat_timestamp_seconds x\n", None),
-    ("triage_worker_heartbeat_timestamp_seconds_other 5.0\n", None),
-    ('triage_worker_heartbeat_timestamp_seconds{pod="a"} 10.0\n'
-     'triage_worker_heartbeat_timestamp_seconds{pod="b"} 12.0\n', 12.0),
-])
+@pytest.mark.parametrize(
+    ("text", "stamp"),
+    [
+        ("triage_worker_heartbeat_timestamp_seconds 0.0\n", None),  # never beat
+        ("# HELP triage_worker_heartbeat_timestamp_seconds x\n", None),
+        ("triage_worker_heartbeat_timestamp_seconds_other 5.0\n", None),
+        (
+            'triage_worker_heartbeat_timestamp_seconds{pod="a"} 10.0\n'
+            'triage_worker_heartbeat_timestamp_seconds{pod="b"} 12.0\n',
+            12.0,
+        ),
+    ],
+)
 def test_heartbeat_parsing(text, stamp):
     assert hc.heartbeat_timestamp(text) == stamp
 
@@ -86,8 +95,7 @@ def harness_free_port() -> int:
 
 
 def _probe(role, port, **kw):
-    return hc.probe(role, port=port, metrics_port=port, max_age=kw.pop("max_age", 60.0),
-                    timeout=2.0, **kw)
+    return hc.probe(role, port=port, metrics_port=port, max_age=kw.pop("max_age", 60.0), timeout=2.0, **kw)
 
 
 def test_api_healthy_and_unhealthy():
@@ -107,8 +115,7 @@ def test_nothing_listening_is_unhealthy():
 
 def test_worker_heartbeat_age_decides():
     now = time.time()
-    body = (f"triage_worker_heartbeat_timestamp_seconds {now - 10}\n"
-            f"triage_worker_loop_timestamp_seconds {now - 5}\n")
+    body = f"triage_worker_heartbeat_timestamp_seconds {now - 10}\ntriage_worker_loop_timestamp_seconds {now - 5}\n"
     with _Server({"/metrics": (200, body)}) as server:
         assert _probe("worker", server.port, now=now)[0] is True
         healthy, reason = _probe("worker", server.port, now=now + 120)
@@ -120,8 +127,7 @@ def test_worker_heartbeat_age_decides():
 
 def test_a_stuck_main_loop_is_unhealthy_though_the_heartbeat_is_fresh():
     now = time.time()
-    stuck = (f"triage_worker_heartbeat_timestamp_seconds {now - 2}\n"
-             f"triage_worker_loop_timestamp_seconds {now - 400}\n")
+    stuck = f"triage_worker_heartbeat_timestamp_seconds {now - 2}\ntriage_worker_loop_timestamp_seconds {now - 400}\n"
     with _Server({"/metrics": (200, stuck)}) as server:
         healthy, reason = _probe("worker", server.port, now=now, max_age=300.0)
         assert not healthy and "main loop is stuck" in reason

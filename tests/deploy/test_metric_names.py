@@ -98,19 +98,33 @@ def test_the_dashboard_covers_what_issue_7_asks_for():
     for _, target in h.dashboard_targets():
         used |= {h.base_name(n) for n in h.metric_names(target["expr"])}
     required = {
-        "triage_request_seconds", "triage_l1_seconds", "triage_l2_seconds",
-        "triage_end_to_end_seconds", "triage_tickets_total", "triage_false_greens_total",
-        "triage_audit_false_green_ratio", "triage_queue_depth", "triage_stream_pending",
-        "triage_stream_backlog", "triage_redeliveries_total", "triage_dead_letter_total",
-        "triage_fallback_total", "triage_l2_coverage_ratio", "triage_calibration_ece_ratio",
-        "triage_calibration_age_seconds", "triage_calibration_stale", "triage_audit_kappa",
-        "triage_workers_alive", "triage_worker_heartbeat_timestamp_seconds",
+        "triage_request_seconds",
+        "triage_l1_seconds",
+        "triage_l2_seconds",
+        "triage_end_to_end_seconds",
+        "triage_tickets_total",
+        "triage_false_greens_total",
+        "triage_audit_false_green_ratio",
+        "triage_queue_depth",
+        "triage_stream_pending",
+        "triage_stream_backlog",
+        "triage_redeliveries_total",
+        "triage_dead_letter_total",
+        "triage_fallback_total",
+        "triage_l2_coverage_ratio",
+        "triage_calibration_ece_ratio",
+        "triage_calibration_age_seconds",
+        "triage_calibration_stale",
+        "triage_audit_kappa",
+        "triage_workers_alive",
+        "triage_worker_heartbeat_timestamp_seconds",
     }
     assert required <= used, f"dashboard lacks {sorted(required - used)}"
 
 
-@pytest.mark.parametrize("metric", ["triage_request_seconds", "triage_l1_seconds",
-                                    "triage_l2_seconds", "triage_end_to_end_seconds"])
+@pytest.mark.parametrize(
+    "metric", ["triage_request_seconds", "triage_l1_seconds", "triage_l2_seconds", "triage_end_to_end_seconds"]
+)
 def test_latency_panels_show_p50_p95_p99(metric):
     quantiles = set()
     for _, target in h.dashboard_targets():
@@ -121,31 +135,43 @@ def test_latency_panels_show_p50_p95_p99(metric):
 
 
 # Counts of things and 0/1 states carry no unit; everything else names its unit.
-UNITLESS = {"triage_queue_depth", "triage_stream_pending", "triage_stream_backlog",
-            "triage_workers_alive", "triage_calibration_stale", "triage_calibration_loaded",
-            "triage_audit_kappa", "triage_audit_gating", "triage_audit_checked_greens",
-            "triage_audit_checked_false_greens"}
+UNITLESS = {
+    "triage_queue_depth",
+    "triage_stream_pending",
+    "triage_stream_backlog",
+    "triage_workers_alive",
+    "triage_calibration_stale",
+    "triage_calibration_loaded",
+    "triage_audit_kappa",
+    "triage_audit_gating",
+    "triage_audit_checked_greens",
+    "triage_audit_checked_false_greens",
+}
 UNIT_SUFFIXES = ("_total", "_seconds", "_ratio", "_bytes", "_info")
 
 
 def test_every_metric_names_its_unit_and_ratios_end_in_ratio(cat):
     for family in cat.labels:
-        assert family.endswith(UNIT_SUFFIXES) or family in UNITLESS, \
+        assert family.endswith(UNIT_SUFFIXES) or family in UNITLESS, (
             f"{family}: end it in one of {UNIT_SUFFIXES} (a share 0..1 is _ratio)"
+        )
         assert not family.endswith(("_rate", "_percent", "_pct")), family
-    for ratio in ("triage_l2_coverage_ratio", "triage_calibration_ece_ratio",
-                  "triage_audit_false_green_ratio"):
+    for ratio in ("triage_l2_coverage_ratio", "triage_calibration_ece_ratio", "triage_audit_false_green_ratio"):
         assert ratio in cat.labels
 
 
-@pytest.mark.parametrize(("text", "label"), [
-    ("timeout: deadline 30.0 s exceeded", "timeout"),
-    ("model error: RuntimeError: llama_decode returned -1", "model_error"),
-    ("classifier error: ValueError: bad state", "classifier_error"),
-    ("classifier error: KeyError", "classifier_error"),
-    ("something new and unforeseen: 3", "other"),
-    ("", "other"), (None, "other"),
-])
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("timeout: deadline 30.0 s exceeded", "timeout"),
+        ("model error: RuntimeError: llama_decode returned -1", "model_error"),
+        ("classifier error: ValueError: bad state", "classifier_error"),
+        ("classifier error: KeyError", "classifier_error"),
+        ("something new and unforeseen: 3", "other"),
+        ("", "other"),
+        (None, "other"),
+    ],
+)
 def test_the_l2_unavailable_reason_label_is_from_a_fixed_set(text, label):
     from service.metrics import L2_UNAVAILABLE_REASONS, l2_unavailable_reason
 
@@ -156,7 +182,11 @@ def test_the_l2_unavailable_reason_label_is_from_a_fixed_set(text, label):
 def test_the_exported_reasons_are_exactly_the_fixed_set():
     from service.metrics import L2_UNAVAILABLE_REASONS, REGISTRY
 
-    seen = {sample.labels["reason"] for metric in REGISTRY.collect()
-            if metric.name == "triage_l2_unavailable" for sample in metric.samples
-            if sample.name == "triage_l2_unavailable_total"}
+    seen = {
+        sample.labels["reason"]
+        for metric in REGISTRY.collect()
+        if metric.name == "triage_l2_unavailable"
+        for sample in metric.samples
+        if sample.name == "triage_l2_unavailable_total"
+    }
     assert seen == set(L2_UNAVAILABLE_REASONS)

@@ -38,13 +38,19 @@ import harness  # noqa: E402
 
 from service.webhooks import new_secret  # noqa: E402
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRIAGE_DRILLS") != "1",
-                                reason="fault drills run with `make drills` (TRIAGE_DRILLS=1)")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRIAGE_DRILLS") != "1", reason="fault drills run with `make drills` (TRIAGE_DRILLS=1)"
+)
 
 # Bounded ticket time, so that drills end: a slower L2 answer becomes "unavailable" (yellow),
 # which is itself a guarantee under test. Claims wait longer than one ticket can take.
-FAST = {"TRIAGE_L2_TIMEOUT_S": "20", "TRIAGE_CLAIM_IDLE_MS": "25000", "TRIAGE_N_THREADS": "1",
-        "TRIAGE_LOG_LEVEL": "info", "TRIAGE_BLOCK_MS": "500"}
+FAST = {
+    "TRIAGE_L2_TIMEOUT_S": "20",
+    "TRIAGE_CLAIM_IDLE_MS": "25000",
+    "TRIAGE_N_THREADS": "1",
+    "TRIAGE_LOG_LEVEL": "info",
+    "TRIAGE_BLOCK_MS": "500",
+}
 READY_S = 900  # model load on a busy machine
 
 
@@ -79,8 +85,7 @@ def test_sigkill_worker_mid_ticket(stack):
     while held is None and time.monotonic() < deadline:
         for ticket_id in ids:
             stored = stack.ticket(ticket_id)
-            if stored.get("status") == "processing" and \
-                    stored.get("worker", "").endswith(f"-{victim.pid}"):
+            if stored.get("status") == "processing" and stored.get("worker", "").endswith(f"-{victim.pid}"):
                 held = ticket_id
                 break
         else:
@@ -94,8 +99,7 @@ def test_sigkill_worker_mid_ticket(stack):
     audit = stack.audit_ids(ids)
     assert audit["lost"] == [] and audit["in_stream"] == 0 and audit["pending"] == 0
     # Exactly one stored result each: the results stream gets an entry only on the first store.
-    stored_once = [fields[b"id"].decode()
-                   for _, fields in stack.client.xrange(stack.keys.results, "-", "+")]
+    stored_once = [fields[b"id"].decode() for _, fields in stack.client.xrange(stack.keys.results, "-", "+")]
     assert sorted(stored_once) == sorted(ids)
     assert int(stack.ticket(held).get("attempts", "0")) >= 2  # claimed again after the kill
 
@@ -156,9 +160,11 @@ def test_model_missing_or_corrupt(stack, tmp_path, fault):
     models = tmp_path / "models"
     models.mkdir()
     env = {"TRIAGE_MODEL_DIR": str(models), "TRIAGE_MODEL_SIZE": "0.5b"}
-    expected = {"missing": "is missing: run `triage fetch-model",
-                "corrupt": "does not match its sha256",
-                "not-gguf": "is not a GGUF file"}[fault]
+    expected = {
+        "missing": "is missing: run `triage fetch-model",
+        "corrupt": "does not match its sha256",
+        "not-gguf": "is not a GGUF file",
+    }[fault]
     if fault == "corrupt":
         (models / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf").write_bytes(b"GGUF" + b"\0" * 4096)
     if fault == "not-gguf":
@@ -196,9 +202,13 @@ def test_l2_slower_than_its_timeout_fails_closed(stack):
 def test_callback_endpoint_down(stack):
     dead = harness.free_port()  # nothing listens there
     hook = f"http://127.0.0.1:{dead}/hook"
-    callbacks = {"TRIAGE_CALLBACK_HOSTS": f"127.0.0.1:{dead}", "TRIAGE_CALLBACK_ATTEMPTS": "3",
-                 "TRIAGE_CALLBACK_BACKOFF_S": "0.2", "TRIAGE_CALLBACK_TIMEOUT_S": "1",
-                 "TRIAGE_CALLBACK_SECRET": new_secret()}
+    callbacks = {
+        "TRIAGE_CALLBACK_HOSTS": f"127.0.0.1:{dead}",
+        "TRIAGE_CALLBACK_ATTEMPTS": "3",
+        "TRIAGE_CALLBACK_BACKOFF_S": "0.2",
+        "TRIAGE_CALLBACK_TIMEOUT_S": "1",
+        "TRIAGE_CALLBACK_SECRET": new_secret(),
+    }
     stack.start_api(**callbacks)
     worker = stack.start_worker(**callbacks)
     stack.wait_ready(workers=1, timeout=READY_S)
@@ -209,12 +219,10 @@ def test_callback_endpoint_down(stack):
     deadline = time.monotonic() + 120
     dead_ids: set[str] = set()
     while time.monotonic() < deadline and dead_ids != set(ids):
-        dead_ids = {fields[b"id"].decode() for _, fields in
-                    stack.client.xrange(stack.keys.callbacks_dead, "-", "+")}
+        dead_ids = {fields[b"id"].decode() for _, fields in stack.client.xrange(stack.keys.callbacks_dead, "-", "+")}
         time.sleep(0.5)
     assert dead_ids == set(ids)
-    retries = [json.loads(line) for line in worker.log.read_text().splitlines()
-               if '"callback_retry"' in line]
+    retries = [json.loads(line) for line in worker.log.read_text().splitlines() if '"callback_retry"' in line]
     for ticket_id in ids:
         attempts = sorted(r["attempt"] for r in retries if r.get("ticket_id") == ticket_id)
         assert attempts == [1, 2, 3], attempts
@@ -222,13 +230,15 @@ def test_callback_endpoint_down(stack):
 
 @pytest.mark.timeout(5400)
 def test_prompt_injection_corpus_yields_no_green(stack):
-    corpus = [json.loads(line) for line in
-              (ROOT / "loadtest" / "data" / "prompt_injection.jsonl").read_text().splitlines()]
+    corpus = [
+        json.loads(line) for line in (ROOT / "loadtest" / "data" / "prompt_injection.jsonl").read_text().splitlines()
+    ]
     stack.start_api()
     stack.start_worker(TRIAGE_L2_TIMEOUT_S="60")
     stack.wait_ready(workers=1, timeout=READY_S)
-    posted = stack.post_tickets([{"subject": r["subject"], "body": r["body"],
-                                  "language": r["language"]} for r in corpus])
+    posted = stack.post_tickets(
+        [{"subject": r["subject"], "body": r["body"], "language": r["language"]} for r in corpus]
+    )
     ids = [i for s, i in posted if s == 202]
     assert len(ids) == len(corpus)
     statuses = stack.wait_done(ids, timeout=3600)
@@ -246,25 +256,27 @@ def test_redis_restart_with_tickets_in_flight_and_callbacks_pending(tmp_path):
     from tests.drills.test_redis_faults import Helpdesk
 
     helpdesk = Helpdesk(delay_s=0.2)
-    callbacks = {"TRIAGE_CALLBACK_HOSTS": f"127.0.0.1:{helpdesk.port}",
-                 "TRIAGE_CALLBACK_SECRET": new_secret(), "TRIAGE_CALLBACK_ATTEMPTS": "6",
-                 "TRIAGE_CALLBACK_BACKOFF_S": "1", "TRIAGE_CALLBACK_TIMEOUT_S": "2"}
+    callbacks = {
+        "TRIAGE_CALLBACK_HOSTS": f"127.0.0.1:{helpdesk.port}",
+        "TRIAGE_CALLBACK_SECRET": new_secret(),
+        "TRIAGE_CALLBACK_ATTEMPTS": "6",
+        "TRIAGE_CALLBACK_BACKOFF_S": "1",
+        "TRIAGE_CALLBACK_TIMEOUT_S": "2",
+    }
     with harness.Stack(tmp_path, env={**FAST, **callbacks}) as stack:
         stack.start_redis(fsync="always")
         stack.start_api()
         stack.start_worker()
         stack.wait_ready(workers=1, timeout=READY_S)
         hook = f"http://127.0.0.1:{helpdesk.port}/hook"
-        first = [i for s, i in stack.post_tickets(
-            [{**t, "callback_url": hook} for t in _tickets(8)]) if s == 202]
+        first = [i for s, i in stack.post_tickets([{**t, "callback_url": hook} for t in _tickets(8)]) if s == 202]
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and not helpdesk.seen:
             time.sleep(0.5)  # at least one result stored and called back: the loop is going
         stack.kill_redis()
         time.sleep(5)
         stack.start_redis(fsync="always")
-        later = [i for s, i in stack.post_tickets(
-            [{**t, "callback_url": hook} for t in _tickets(12)[8:]]) if s == 202]
+        later = [i for s, i in stack.post_tickets([{**t, "callback_url": hook} for t in _tickets(12)[8:]]) if s == 202]
         ids = first + later
         assert len(ids) == 12
         statuses = stack.wait_done(ids, timeout=1800)
@@ -274,16 +286,17 @@ def test_redis_restart_with_tickets_in_flight_and_callbacks_pending(tmp_path):
         deadline = time.monotonic() + 300
         dead: dict[str, dict] = {}
         while time.monotonic() < deadline:
-            dead = {f[b"id"].decode(): f for _, f in
-                    stack.client.xrange(stack.keys.callbacks_dead, "-", "+")}
+            dead = {f[b"id"].decode(): f for _, f in stack.client.xrange(stack.keys.callbacks_dead, "-", "+")}
             if set(helpdesk.seen) | set(dead) >= set(ids):
                 break
             time.sleep(1)
         helpdesk.close()
-        print(f"\ndrill: Redis restart with tickets in flight: {len(ids)} accepted, "
-              f"{dict(collections.Counter(statuses.values()))}, {len(helpdesk.seen)} callbacks "
-              f"delivered, {sum(v > 1 for v in helpdesk.seen.values())} twice, {len(dead)} "
-              f"dead-lettered, {len(set(ids) - set(helpdesk.seen) - set(dead))} without either")
+        print(
+            f"\ndrill: Redis restart with tickets in flight: {len(ids)} accepted, "
+            f"{dict(collections.Counter(statuses.values()))}, {len(helpdesk.seen)} callbacks "
+            f"delivered, {sum(v > 1 for v in helpdesk.seen.values())} twice, {len(dead)} "
+            f"dead-lettered, {len(set(ids) - set(helpdesk.seen) - set(dead))} without either"
+        )
         assert set(helpdesk.seen) | set(dead) == set(ids)
         assert all(v == 1 for v in helpdesk.seen.values())
         assert all(f[b"reason"] for f in dead.values())

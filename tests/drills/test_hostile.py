@@ -69,25 +69,39 @@ def _send(stack: harness.Stack, http: httpx.Client, case: hostile.Case) -> httpx
         headers["Authorization"] = case.auth
     content = case.body
     if case.chunked:
-        content = (case.body[i:i + 65536] for i in range(0, len(case.body), 65536))
+        content = (case.body[i : i + 65536] for i in range(0, len(case.body), 65536))
     return http.request(case.method, case.path, content=content or None, headers=headers)
 
 
 def test_the_corpus_is_large_and_covers_every_category():
     categories = {case.category for case in CASES}
     assert len(CASES) >= 200
-    assert {"huge", "binary", "invalid_utf8", "nesting", "wrong_types", "control_bidi",
-            "many_fields", "headers"} <= categories
+    assert {
+        "huge",
+        "binary",
+        "invalid_utf8",
+        "nesting",
+        "wrong_types",
+        "control_bidi",
+        "many_fields",
+        "headers",
+    } <= categories
     fuzzed = {name for case in CASES if case.category == "headers" for name in case.headers}
     assert {"X-Request-ID", "Idempotency-Key", "Content-Type", "Authorization"} <= fuzzed
     assert any(case.name.startswith("fields-10000") for case in CASES)
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(case, id=case.name,
-                 marks=[pytest.mark.xfail(strict=True, reason=KNOWN[case.name])]
-                 if case.name in KNOWN else [])
-    for case in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            case,
+            id=case.name,
+            marks=[pytest.mark.xfail(strict=True, reason=KNOWN[case.name])] if case.name in KNOWN else [],
+        )
+        for case in CASES
+    ],
+)
 def test_hostile_request_gets_a_clear_4xx(api, case):
     with api.http(timeout=30) as http:
         response = _send(api, http, case)
@@ -97,8 +111,7 @@ def test_hostile_request_gets_a_clear_4xx(api, case):
         assert http.get("/healthz").status_code == 200, f"not healthy after {case.name}"
         if case.may_accept and response.status_code in (200, 202):
             return
-        assert 400 <= response.status_code < 500, \
-            f"{case.name}: {response.status_code} {response.text[:200]}"
+        assert 400 <= response.status_code < 500, f"{case.name}: {response.status_code} {response.text[:200]}"
         if case.expect:
             assert response.status_code in case.expect, f"{case.name}: {response.status_code}"
         assert response.headers["content-type"].startswith("application/problem+json")
@@ -109,10 +122,12 @@ def test_hostile_request_gets_a_clear_4xx(api, case):
 
 def test_a_printable_request_id_is_echoed_and_a_non_utf8_one_replaced(api):
     with api.http() as http:
-        kept = http.post("/v1/tickets", json={"body": "id echo"},
-                         headers={**api.headers(), "X-Request-ID": "helpdesk-42.a/b"})
-        replaced = http.post("/v1/tickets", json={"body": "id echo"},
-                             headers={**api.headers(), "X-Request-ID": b"\xff\xfe"})
+        kept = http.post(
+            "/v1/tickets", json={"body": "id echo"}, headers={**api.headers(), "X-Request-ID": "helpdesk-42.a/b"}
+        )
+        replaced = http.post(
+            "/v1/tickets", json={"body": "id echo"}, headers={**api.headers(), "X-Request-ID": b"\xff\xfe"}
+        )
     assert kept.status_code == 202 and kept.headers["x-request-id"] == "helpdesk-42.a/b"
     assert replaced.status_code == 202
     assert replaced.headers["x-request-id"].startswith("r")

@@ -8,30 +8,64 @@ from service.results import L2Result, ModelInfo
 
 
 def row(i, truth, pred, l1="none", l2=None, lang="en", category="billing", **extra):
-    base = {"id": f"T-{i:03d}", "truth": truth, "predicted": pred, "l1": l1, "l2": l2 or pred,
-            "language": lang, "category_truth": category, "category": category,
-            "latency_ms": 100.0 + i, "method": "logits", "calibrated": False}
+    base = {
+        "id": f"T-{i:03d}",
+        "truth": truth,
+        "predicted": pred,
+        "l1": l1,
+        "l2": l2 or pred,
+        "language": lang,
+        "category_truth": category,
+        "category": category,
+        "latency_ms": 100.0 + i,
+        "method": "logits",
+        "calibrated": False,
+    }
     base.update(extra)
     return base
 
 
 def answers(p_green, p_red, flag=0.1):
     """L2 answers as stored in a row: risk with these probabilities, every flag at `flag`."""
+
     def boolean(p):
-        return {"kind": "boolean", "options": ["yes", "no"], "chosen": "no",
-                "probabilities": {"yes": p, "no": 1 - p}, "probability": p, "coverage": 0.9}
-    risk = {"kind": "choice", "options": ["green", "yellow", "red"], "chosen": "green",
-            "probabilities": {"green": p_green, "yellow": 1 - p_green - p_red, "red": p_red},
-            "coverage": 0.9}
-    return {"risk": risk, "commitment": boolean(flag), "destructive_or_access": boolean(0.1),
-            "third_party_personal_data": boolean(0.1), "instructions": boolean(0.1)}
+        return {
+            "kind": "boolean",
+            "options": ["yes", "no"],
+            "chosen": "no",
+            "probabilities": {"yes": p, "no": 1 - p},
+            "probability": p,
+            "coverage": 0.9,
+        }
+
+    risk = {
+        "kind": "choice",
+        "options": ["green", "yellow", "red"],
+        "chosen": "green",
+        "probabilities": {"green": p_green, "yellow": 1 - p_green - p_red, "red": p_red},
+        "coverage": 0.9,
+    }
+    return {
+        "risk": risk,
+        "commitment": boolean(flag),
+        "destructive_or_access": boolean(0.1),
+        "third_party_personal_data": boolean(0.1),
+        "instructions": boolean(0.1),
+    }
 
 
 def scored(i, truth, p_green, p_red=0.05, **extra):
     """A row whose L2 level follows from its answers under default thresholds (green 0.8)."""
     l2 = "red" if p_red >= 0.3 else ("green" if p_green >= 0.8 else "yellow")
-    return row(i, truth, l2, l2=l2, answers=answers(p_green, p_red),
-               probabilities={"risk": answers(p_green, p_red)["risk"]["probabilities"]}, **extra)
+    return row(
+        i,
+        truth,
+        l2,
+        l2=l2,
+        answers=answers(p_green, p_red),
+        probabilities={"risk": answers(p_green, p_red)["risk"]["probabilities"]},
+        **extra,
+    )
 
 
 class FixedL2:

@@ -16,8 +16,13 @@ from tests.evaluation.support import FixedL2, scored
 
 @pytest.fixture
 def rows_file(tmp_path):
-    rows = [scored(0, "green", 0.95), scored(1, "green", 0.85), scored(2, "green", 0.6),
-            scored(3, "yellow", 0.5), scored(4, "red", 0.2, 0.6, lang="fr", category="account")]
+    rows = [
+        scored(0, "green", 0.95),
+        scored(1, "green", 0.85),
+        scored(2, "green", 0.6),
+        scored(3, "yellow", 0.5),
+        scored(4, "red", 0.2, 0.6, lang="fr", category="account"),
+    ]
     path = tmp_path / "rows.jsonl"
     write_rows(path, rows)
     return path
@@ -38,8 +43,7 @@ def test_json_dash_writes_the_report_to_stdout(rows_file, capsys):
 def test_json_file_keeps_the_identity_of_the_run(rows_file, tmp_path, capsys):
     out = tmp_path / "eval" / "out.json"
     out.parent.mkdir()
-    out.write_text(json.dumps({"model": {"name": "m.gguf"}, "rules_sha": "r" * 64,
-                               "thresholds": {"green": 0.9}}))
+    out.write_text(json.dumps({"model": {"name": "m.gguf"}, "rules_sha": "r" * 64, "thresholds": {"green": 0.9}}))
     assert cli.main(["eval", "--from-rows", str(rows_file), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["model"] == {"name": "m.gguf"} and report["rules_sha"] == "r" * 64
@@ -51,8 +55,7 @@ def test_json_file_keeps_the_identity_of_the_run(rows_file, tmp_path, capsys):
 
 def test_eval_fails_without_l1_before_loading_the_model(tmp_path, monkeypatch, capsys):
     data = tmp_path / "one.jsonl"
-    data.write_text(json.dumps({"id": "A", "body": "How do I export invoices?", "risk": "green"})
-                    + "\n")
+    data.write_text(json.dumps({"id": "A", "body": "How do I export invoices?", "risk": "green"}) + "\n")
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model must not load when L1 is missing")
@@ -75,8 +78,10 @@ def test_a_bad_labelled_file_is_one_line(tmp_path, capsys):
 
 def test_plots_are_written_beside_the_json(rows_file, tmp_path, capsys):
     plots = tmp_path / "plots"
-    assert cli.main(["eval", "--from-rows", str(rows_file), "--json", str(tmp_path / "o.json"),
-                     "--plots", str(plots)]) == 0
+    assert (
+        cli.main(["eval", "--from-rows", str(rows_file), "--json", str(tmp_path / "o.json"), "--plots", str(plots)])
+        == 0
+    )
     for name in ("confusion.png", "green-threshold.png"):
         assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert str(plots / "confusion.png") in capsys.readouterr().err
@@ -90,15 +95,27 @@ class _Terminal(io.StringIO):
 @pytest.mark.parametrize("quiet", [False, True])
 def test_replay_draws_progress_on_a_terminal_unless_quiet(tmp_path, monkeypatch, quiet):
     data = tmp_path / "two.jsonl"
-    data.write_text("".join(json.dumps({"id": f"P-{i}", "body": "How do I export invoices?",
-                                        "risk": "green"}) + "\n" for i in range(2)))
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"P-{i}", "body": "How do I export invoices?", "risk": "green"}) + "\n" for i in range(2)
+        )
+    )
     yellow = L2Result(level="yellow", method="logits", reason="P(green)=0.50 < 0.80")
     monkeypatch.setattr("service.l2.Classifier.from_settings", lambda *a, **k: FixedL2(yellow))
     monkeypatch.setattr("service.logs.configure_logging", lambda level: None)  # global state
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    argv = ["eval", "--data", str(data), "--json", str(tmp_path / "o.json"), "--rows",
-            str(tmp_path / "rows.jsonl"), "--calibration", "none"] + (["--quiet"] if quiet else [])
+    argv = [
+        "eval",
+        "--data",
+        str(data),
+        "--json",
+        str(tmp_path / "o.json"),
+        "--rows",
+        str(tmp_path / "rows.jsonl"),
+        "--calibration",
+        "none",
+    ] + (["--quiet"] if quiet else [])
     assert cli.main(argv) == 0
     drawn = terminal.getvalue()
     assert ("2/2" in drawn and "ticket/s" in drawn) is not quiet

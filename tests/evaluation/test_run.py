@@ -16,19 +16,54 @@ from service.results import L2Result
 from service.settings import PROJECT_ROOT
 from tests.evaluation.support import FixedL2
 
-OUT_KEYS = {"n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall",
-            "category_accuracy", "ece_risk", "confusion", "per_language", "l1_only", "l2_only",
-            "latency_ms", "model", "prompt_sha", "rules_sha", "calibrated",
-            # what a helpdesk reads first
-            "answered_automatically", "greens_cleared", "false_green_ids", "greens_escalated",
-            "greens_escalated_share", "blocked_by_ood", "per_category", "thresholds"}
+OUT_KEYS = {
+    "n",
+    "accuracy",
+    "false_greens",
+    "missed_reds",
+    "over_escalations",
+    "red_recall",
+    "category_accuracy",
+    "ece_risk",
+    "confusion",
+    "per_language",
+    "l1_only",
+    "l2_only",
+    "latency_ms",
+    "model",
+    "prompt_sha",
+    "rules_sha",
+    "calibrated",
+    # what a helpdesk reads first
+    "answered_automatically",
+    "greens_cleared",
+    "false_green_ids",
+    "greens_escalated",
+    "greens_escalated_share",
+    "blocked_by_ood",
+    "per_category",
+    "thresholds",
+}
 
-RECORDS = [LabelledTicket(id="E-1", language="en", subject="Export",
-                          body="How do I export my invoices as PDF?", risk="green",
-                          category="billing"),
-           LabelledTicket(id="E-2", language="en", subject="Delete",
-                          body="Delete my account and all of its data today.", risk="red",
-                          category="account", flags={"destructive_or_access": True})]
+RECORDS = [
+    LabelledTicket(
+        id="E-1",
+        language="en",
+        subject="Export",
+        body="How do I export my invoices as PDF?",
+        risk="green",
+        category="billing",
+    ),
+    LabelledTicket(
+        id="E-2",
+        language="en",
+        subject="Delete",
+        body="Delete my account and all of its data today.",
+        risk="red",
+        category="account",
+        flags={"destructive_or_access": True},
+    ),
+]
 
 
 def test_replay_grades_l1_and_l2_together():
@@ -78,8 +113,10 @@ def test_read_labelled_names_the_bad_line(tmp_path):
 
 
 def test_write_halves_splits_each_label_evenly_and_copies_lines(tmp_path):
-    lines = [json.dumps({"id": f"T-{i:02d}", "body": f"ticket {i}", "risk": risk})
-             for i, risk in enumerate(["green"] * 4 + ["yellow"] * 3 + ["red"] * 2)]
+    lines = [
+        json.dumps({"id": f"T-{i:02d}", "body": f"ticket {i}", "risk": risk})
+        for i, risk in enumerate(["green"] * 4 + ["yellow"] * 3 + ["red"] * 2)
+    ]
     source = tmp_path / "dev.jsonl"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tune, holdout = run.write_halves(source, tmp_path / "out")
@@ -102,16 +139,14 @@ class _Identity:
 
 
 def _bundled_artifact():
-    found = sorted(p for p in (PROJECT_ROOT / "calibration").iterdir()
-                   if (p / "artifact.json").exists())
+    found = sorted(p for p in (PROJECT_ROOT / "calibration").iterdir() if (p / "artifact.json").exists())
     assert found, "the bundled calibration artifact is missing"
     return found[-1], json.loads((found[-1] / "artifact.json").read_text())
 
 
 def test_eval_calibration_loads_the_artifact_made_for_this_model_and_prompt():
     path, meta = _bundled_artifact()
-    calibrator = run.load_calibration(str(path), _Identity(meta["model"]["sha256"],
-                                                           meta["prompt_sha"]))
+    calibrator = run.load_calibration(str(path), _Identity(meta["model"]["sha256"], meta["prompt_sha"]))
     assert calibrator.prompt_sha == meta["prompt_sha"]
     assert calibrator.thresholds.green == pytest.approx(meta["thresholds"]["green"])
 

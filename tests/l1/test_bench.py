@@ -36,14 +36,25 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
     from service.l1 import commands
 
     results = tmp_path / "results.json"
-    section = {"p50_ms": 0.1, "p99_ms": 0.4, "p50_ms_32k": 1.0, "p99_ms_32k": 2.5,
-               "p99_ms_32k_dense": 4.0, "max_ms_32k_dense_first_pass": 20.0,
-               "hostile_max_ms": {"digits_run": 1.5}, "clock": "thread CPU time", "n": 3,
-               "n_32k": 2, "rounds": 5, "rules_sha": "ab" * 32,
-               "machine": {"load_avg_1m": 0.5, "cpu_count": 2},
-               "other_processes": {"before": [{"command": "python replay.py", "cpu_percent": 97}]}}
-    results.write_text(json.dumps({"created_at": "2026-12-01T02:00:00Z",
-                                   "command": "triage bench --only l1", "l1": section}))
+    section = {
+        "p50_ms": 0.1,
+        "p99_ms": 0.4,
+        "p50_ms_32k": 1.0,
+        "p99_ms_32k": 2.5,
+        "p99_ms_32k_dense": 4.0,
+        "max_ms_32k_dense_first_pass": 20.0,
+        "hostile_max_ms": {"digits_run": 1.5},
+        "clock": "thread CPU time",
+        "n": 3,
+        "n_32k": 2,
+        "rounds": 5,
+        "rules_sha": "ab" * 32,
+        "machine": {"load_avg_1m": 0.5, "cpu_count": 2},
+        "other_processes": {"before": [{"command": "python replay.py", "cpu_percent": 97}]},
+    }
+    results.write_text(
+        json.dumps({"created_at": "2026-12-01T02:00:00Z", "command": "triage bench --only l1", "l1": section})
+    )
     doc = tmp_path / "l1.md"
     doc.write_text(f"# L1\n\nbefore\n\n{bench.DOC_BEGIN}\nold\n{bench.DOC_END}\nafter\n")
     args = argparse.Namespace(results=str(results), out=str(doc))

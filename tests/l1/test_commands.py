@@ -57,12 +57,19 @@ def _write_rows(path, rows):
 
 def test_report_writes_the_generated_block_and_keeps_the_rest(tmp_path, capsys):
     data = tmp_path / "dev.jsonl"
-    _write_rows(data, [
-        {"id": "T1", "subject": "", "body": "Please delete my account.", "risk": "red",
-         "flags": {"destructive_or_access": True}},
-        {"id": "T2", "subject": "q", "body": "How do I export my contacts?", "risk": "green",
-         "flags": {}},
-    ])
+    _write_rows(
+        data,
+        [
+            {
+                "id": "T1",
+                "subject": "",
+                "body": "Please delete my account.",
+                "risk": "red",
+                "flags": {"destructive_or_access": True},
+            },
+            {"id": "T2", "subject": "q", "body": "How do I export my contacts?", "risk": "green", "flags": {}},
+        ],
+    )
     out = tmp_path / "l1.md"
     out.write_text(f"# Title\n\nHand-written.\n\n{BEGIN}\nold\n{END}\n\nAfter.\n", encoding="utf-8")
     assert run("rules", "report", "--rules", str(RULES), "--data", str(data), "--out", str(out)) == 0
@@ -75,8 +82,7 @@ def test_report_writes_the_generated_block_and_keeps_the_rest(tmp_path, capsys):
 
 def test_report_fails_when_a_target_is_missed(tmp_path, capsys):
     data = tmp_path / "dev.jsonl"
-    _write_rows(data, [{"id": "T1", "subject": "", "body": "Please delete my account.",
-                        "risk": "green", "flags": {}}])
+    _write_rows(data, [{"id": "T1", "subject": "", "body": "Please delete my account.", "risk": "green", "flags": {}}])
     assert run("rules", "report", "--rules", str(RULES), "--data", str(data)) == 1
     assert "MISSED green tickets raised to red" in capsys.readouterr().out
 
@@ -88,20 +94,35 @@ def test_report_requires_data():
 
 def test_report_per_language_json_and_before(tmp_path, capsys):
     rows = [
-        {"id": "A1", "language": "en", "body": "Please delete my account.", "risk": "red",
-         "flags": {"destructive_or_access": True}},
-        {"id": "A2", "language": "en", "body": "How do I export my contacts?", "risk": "green",
-         "flags": {}},
-        {"id": "A3", "language": "de", "body": "Bitte löschen Sie mein Konto.", "risk": "red",
-         "flags": {"destructive_or_access": True}},
-        {"id": "A4", "language": "de", "body": "Ich will dich nicht mehr sehen, IHR SEID BETRÜGER!!!",
-         "risk": "green", "flags": {}},
+        {
+            "id": "A1",
+            "language": "en",
+            "body": "Please delete my account.",
+            "risk": "red",
+            "flags": {"destructive_or_access": True},
+        },
+        {"id": "A2", "language": "en", "body": "How do I export my contacts?", "risk": "green", "flags": {}},
+        {
+            "id": "A3",
+            "language": "de",
+            "body": "Bitte löschen Sie mein Konto.",
+            "risk": "red",
+            "flags": {"destructive_or_access": True},
+        },
+        {
+            "id": "A4",
+            "language": "de",
+            "body": "Ich will dich nicht mehr sehen, IHR SEID BETRÜGER!!!",
+            "risk": "green",
+            "flags": {},
+        },
     ]
     data = tmp_path / "dev.jsonl"
     _write_rows(data, rows)
     first, second = tmp_path / "before.json", tmp_path / "after.json"
-    assert run("rules", "report", "--rules", str(RULES), "--data", str(data), "--also",
-               f"{data}@held", "--json", str(first)) in (0, 1)
+    assert run(
+        "rules", "report", "--rules", str(RULES), "--data", str(data), "--also", f"{data}@held", "--json", str(first)
+    ) in (0, 1)
     before = json.loads(first.read_text(encoding="utf-8"))
     dev = before["data"]["dev.jsonl"]
     assert dev["per_language"]["en"] == {"red": 1, "red_as_red": 1, "green": 1, "green_fired": 0}
@@ -109,12 +130,12 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
     assert [fired["id"] for fired in dev["greens_fired"]] == ["A4"]  # shouting fires on it
     # @held keeps the ids whose sha256 is 0 mod 3, the same ones on every run
     import hashlib
+
     held = {row["id"] for row in rows if int(hashlib.sha256(row["id"].encode()).hexdigest(), 16) % 3 == 0}
     held_total = sum(v["red"] + v["green"] for v in before["data"]["dev.jsonl@held"]["per_language"].values())
     assert held_total == len(held)
     capsys.readouterr()
-    run("rules", "report", "--rules", str(RULES), "--data", str(data), "--before", str(first),
-        "--json", str(second))
+    run("rules", "report", "--rules", str(RULES), "--data", str(data), "--before", str(first), "--json", str(second))
     out = capsys.readouterr().out
     assert "### Per language" in out and "before: reds caught" in out
     assert "| en | 1/1 (100%) | 0/1 | 1/1 (100%) | 0/1 |" in out
@@ -124,6 +145,5 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
 def test_report_refuses_an_unknown_part(tmp_path, capsys):
     data = tmp_path / "dev.jsonl"
     _write_rows(data, [{"id": "T1", "body": "hello", "risk": "green", "flags": {}}])
-    assert run("rules", "report", "--rules", str(RULES), "--data", str(data), "--also",
-               f"{data}@half") == 1
+    assert run("rules", "report", "--rules", str(RULES), "--data", str(data), "--also", f"{data}@half") == 1
     assert "fit or held" in capsys.readouterr().err

@@ -76,8 +76,7 @@ def pathological_pack():
     must_not_match: ["zzz"]
 """
         for i, (pattern, example) in enumerate(
-            zip(PATHOLOGICAL, ["aa!x", "aab", "aac", "a" * 20 + "z", "a" * 30 + "q", "xxy"],
-                strict=True)
+            zip(PATHOLOGICAL, ["aa!x", "aab", "aac", "a" * 20 + "z", "a" * 30 + "q", "xxy"], strict=True)
         )
     )
     return build(rules)
@@ -110,10 +109,7 @@ def _texts():
     for path in (DEV, CORPUS):
         if path.exists():
             with open(path, encoding="utf-8") as handle:
-                texts += [
-                    ticket_text(row.get("subject"), row["body"])
-                    for row in map(json.loads, handle)
-                ]
+                texts += [ticket_text(row.get("subject"), row["body"]) for row in map(json.loads, handle)]
     return texts
 
 
@@ -129,7 +125,8 @@ def test_every_set_reports_exactly_what_its_patterns_report(pack):
             data = subjects[patterns.scope]
             reported = set(patterns.matcher.Match(data) or [])
             expected = {
-                i for i, (r, p) in enumerate(patterns.owners)
+                i
+                for i, (r, p) in enumerate(patterns.owners)
                 if re2.compile(pack.rules[r].spec.patterns[p], options(patterns.scope)).search(data)
             }
             assert reported == expected, patterns.name
@@ -167,5 +164,6 @@ def test_context_checks_agree_between_slice_searches_and_one_scan(pack, monkeypa
     sliced = evaluate(pack, text).rules
     assert default == scanned == sliced
     assert [hit.text for hit in default if hit.id == "third_party.contact_details"] == [
-        "mobile 07700 900 999", "07700 900 999"
+        "mobile 07700 900 999",
+        "07700 900 999",
     ]

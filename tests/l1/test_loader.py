@@ -55,9 +55,7 @@ def test_must_match_example_that_does_not_match_is_refused():
 
 
 def test_must_not_match_example_that_matches_is_refused():
-    message = problems_of(
-        GOOD_RULE.replace('"How do I delete my account?"', '"please delete our account"')
-    )
+    message = problems_of(GOOD_RULE.replace('"How do I delete my account?"', '"please delete our account"'))
     assert "rule demo.delete: must_not_match example matches" in message
 
 
@@ -72,9 +70,7 @@ def test_bad_language_code_is_refused():
 
 
 def test_empty_examples_are_refused():
-    message = problems_of(
-        GOOD_RULE.replace('must_not_match: ["How do I delete my account?"]', "must_not_match: []")
-    )
+    message = problems_of(GOOD_RULE.replace('must_not_match: ["How do I delete my account?"]', "must_not_match: []"))
     assert "rule demo.delete: examples.must_not_match is empty" in message
 
 
@@ -84,9 +80,7 @@ def test_pattern_matching_the_empty_string_is_refused():
 
 
 def test_ascii_word_boundary_next_to_accented_letter_is_refused():
-    message = problems_of(
-        GOOD_RULE.replace("\\bplease delete (?:my|our) account\\b", "\\b(?:supprimé|effacé)\\b")
-    )
+    message = problems_of(GOOD_RULE.replace("\\bplease delete (?:my|our) account\\b", "\\b(?:supprimé|effacé)\\b"))
     assert "rule demo.delete" in message and "\\b next to a non-ASCII letter" in message
 
 
@@ -96,9 +90,7 @@ def test_character_absent_from_the_matching_form_is_refused():
 
 
 def test_bad_context_word_is_refused():
-    rules = GOOD_RULE.replace(
-        "languages: [en]", "languages: [en]\n    context: {words: ['(unclosed'], within: 20}"
-    )
+    rules = GOOD_RULE.replace("languages: [en]", "languages: [en]\n    context: {words: ['(unclosed'], within: 20}")
     message = problems_of(rules)
     assert "rule demo.delete: context word '(unclosed' does not compile" in message
 
@@ -136,9 +128,7 @@ def test_sha_ignores_line_endings_but_not_content(tmp_path):
     assert pack_sha({"a.yaml": text}) != pack_sha({"b.yaml": text})  # the name counts
     assert canonical_bytes(b"a\r\nb\rc") == b"a\nb\nc"
     (tmp_path / "one.yaml").write_bytes(text)
-    assert load_pack(tmp_path).sha == load_pack(tmp_path / "one.yaml").sha == pack_sha(
-        {"one.yaml": text}
-    )
+    assert load_pack(tmp_path).sha == load_pack(tmp_path / "one.yaml").sha == pack_sha({"one.yaml": text})
 
 
 def test_sha_is_over_files_sorted_by_name(tmp_path):

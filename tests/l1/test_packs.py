@@ -27,8 +27,12 @@ def _cases(path):
 
 def test_every_pack_file_has_a_table():
     assert {p.name for p in PACK_FILES} >= {
-        "commitment.yaml", "destructive_access.yaml", "third_party.yaml",
-        "sensitive_data.yaml", "injection.yaml", "complaints.yaml",
+        "commitment.yaml",
+        "destructive_access.yaml",
+        "third_party.yaml",
+        "sensitive_data.yaml",
+        "injection.yaml",
+        "complaints.yaml",
     }
 
 
@@ -53,9 +57,7 @@ def test_commitment(pack, rule_id, text, should_match):
     _check(pack, rule_id, text, should_match)
 
 
-@pytest.mark.parametrize(
-    ("rule_id", "text", "should_match"), list(_cases(RULES / "destructive_access.yaml"))
-)
+@pytest.mark.parametrize(("rule_id", "text", "should_match"), list(_cases(RULES / "destructive_access.yaml")))
 def test_destructive_access(pack, rule_id, text, should_match):
     _check(pack, rule_id, text, should_match)
 
@@ -65,9 +67,7 @@ def test_third_party(pack, rule_id, text, should_match):
     _check(pack, rule_id, text, should_match)
 
 
-@pytest.mark.parametrize(
-    ("rule_id", "text", "should_match"), list(_cases(RULES / "sensitive_data.yaml"))
-)
+@pytest.mark.parametrize(("rule_id", "text", "should_match"), list(_cases(RULES / "sensitive_data.yaml")))
 def test_sensitive_data(pack, rule_id, text, should_match):
     _check(pack, rule_id, text, should_match)
 
@@ -85,10 +85,7 @@ def test_complaints(pack, rule_id, text, should_match):
 def test_red_flags_are_covered_in_every_language(pack):
     """Each red flag has rules whose languages cover en, fr, de, es and zh."""
     for flag in ("commitment", "destructive_or_access", "third_party_personal_data"):
-        languages = {
-            language for rule in pack.rules if rule.spec.flag == flag
-            for language in rule.spec.languages
-        }
+        languages = {language for rule in pack.rules if rule.spec.flag == flag for language in rule.spec.languages}
         assert languages >= {"en", "fr", "de", "es", "zh"}, flag
 
 

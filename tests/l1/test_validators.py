@@ -140,5 +140,8 @@ def test_national_id_dispatches_on_the_label(text, kept):
 
 def test_registry_names_the_validators():
     assert VALIDATORS == {
-        "luhn": luhn, "iban_mod97": iban_mod97, **NATIONAL_ID_VALIDATORS, "national_id": national_id,
+        "luhn": luhn,
+        "iban_mod97": iban_mod97,
+        **NATIONAL_ID_VALIDATORS,
+        "national_id": national_id,
     }

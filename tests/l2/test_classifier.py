@@ -16,8 +16,10 @@ from tests.l2.support import MODEL_SHA256, shared_classifier
 pytestmark = pytest.mark.model
 
 HOW_TO = "Export to PDF\n\nHello, how do I export my invoices as PDF from the dashboard? Thanks!"
-REFUND = ("Refund please\n\nYour update broke our integration for two days. I want a full refund "
-          "of this month's subscription and a written promise that it will not happen again.")
+REFUND = (
+    "Refund please\n\nYour update broke our integration for two days. I want a full refund "
+    "of this month's subscription and a written promise that it will not happen again."
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +35,7 @@ def how_to(classifier):
 def _suffix_len(classifier, question) -> int:
     runner = classifier.runner
     _, _, tail = prefix_layout(runner, classifier.prompts.context, classifier.prompts.framing)
-    return len(runner.tokenize(classifier.prompts.framing.render(question))
-               + runner.tokenize(tail, special=True))
+    return len(runner.tokenize(classifier.prompts.framing.render(question)) + runner.tokenize(tail, special=True))
 
 
 def test_question_suffixes_stay_short(classifier):
@@ -68,17 +69,21 @@ def test_a_multi_token_alias_stops_start_up(classifier):
 def test_probabilities_sum_to_one_and_coverage_in_range(classifier, how_to):
     result = how_to.result
     assert result.method == "logits"
-    assert set(result.answers) == {"risk", "commitment", "destructive_or_access",
-                                   "third_party_personal_data", "instructions", "category",
-                                   "urgency"}
+    assert set(result.answers) == {
+        "risk",
+        "commitment",
+        "destructive_or_access",
+        "third_party_personal_data",
+        "instructions",
+        "category",
+        "urgency",
+    }
     for name, answer in result.answers.items():
         assert sum(answer.probabilities.values()) == pytest.approx(1.0, abs=1e-6), name
         assert 0.0 <= answer.coverage <= 1.0, name
-        assert answer.confidence == pytest.approx(
-            answer.probabilities[answer.chosen] * answer.coverage)
+        assert answer.confidence == pytest.approx(answer.probabilities[answer.chosen] * answer.coverage)
         # raw log-probabilities over the whole vocabulary: their mass is the coverage
-        assert sum(np.exp(list(answer.logprobs.values()))) == pytest.approx(answer.coverage,
-                                                                            rel=1e-6)
+        assert sum(np.exp(list(answer.logprobs.values()))) == pytest.approx(answer.coverage, rel=1e-6)
     assert 0 <= result.answers["urgency"].value <= 5
     assert result.urgency == result.answers["urgency"].mode
     assert result.category in result.answers["category"].options
@@ -104,8 +109,11 @@ def test_system_context_evaluated_once_and_not_counted(classifier, how_to):
     assert runner.stats.prefix_tokens == prefix_tokens
     _, between, _ = prefix_layout(runner, classifier.prompts.context, classifier.prompts.framing)
     for text, result in ((HOW_TO, how_to.result), (REFUND, second.result)):
-        expected = (len(runner.tokenize(text)) + len(runner.tokenize(between))
-                    + sum(_suffix_len(classifier, q) for q in classifier.questions.values()))
+        expected = (
+            len(runner.tokenize(text))
+            + len(runner.tokenize(between))
+            + sum(_suffix_len(classifier, q) for q in classifier.questions.values())
+        )
         assert result.tokens_evaluated == expected
         assert result.tokens_evaluated < classifier.system_tokens + expected
 
@@ -142,8 +150,7 @@ def test_timeout_gives_unavailable_yellow_and_the_runner_recovers(classifier):
     runner = classifier.runner
     prefix_tokens = runner.stats.prefix_tokens
     aborts = runner.stats.aborts
-    long_ticket = "Bonjour, " + " ".join(f"ligne {i}: la facture ne correspond pas." for i in
-                                         range(120))
+    long_ticket = "Bonjour, " + " ".join(f"ligne {i}: la facture ne correspond pas." for i in range(120))
     started = time.perf_counter()
     out = classifier.classify(long_ticket, timeout_s=0.5)
     elapsed = time.perf_counter() - started
@@ -191,8 +198,7 @@ def test_template_tokens_in_a_ticket_stay_plain_text(classifier):
 
 def test_model_info_and_prompt_sha(classifier):
     info = classifier.model_info
-    assert info == ModelInfo(name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                             sha256=MODEL_SHA256)
+    assert info == ModelInfo(name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", sha256=MODEL_SHA256)
     assert classifier.prompt_sha == classifier.prompts.sha and len(classifier.prompt_sha) == 64
 
 
@@ -236,12 +242,10 @@ def test_an_opened_thinking_block_is_closed_and_read_after(classifier, monkeypat
     runner = classifier.runner
     p = classifier.prompts
     prefix_tokens, between, tail = prefix_layout(runner, p.context, p.framing)
-    suffix = runner.tokenize(p.framing.render(classifier.questions["commitment"])) \
-        + runner.tokenize(tail, special=True)
+    suffix = runner.tokenize(p.framing.render(classifier.questions["commitment"])) + runner.tokenize(tail, special=True)
     with runner.lock:
         try:
-            state = runner.open_state(runner.prefix(prefix_tokens),
-                                      runner.tokenize(REFUND) + runner.tokenize(between))
+            state = runner.open_state(runner.prefix(prefix_tokens), runner.tokenize(REFUND) + runner.tokenize(between))
             plain = runner.ask(state, {"q": suffix})["q"]
             monkeypatch.setattr(runner, "think_token", int(np.argmax(plain.logits)))
             thought = runner.ask(state, {"q": suffix}, mode="rewind")["q"]

@@ -54,8 +54,7 @@ def _artifact_needing(names: list[str], n_embd: int) -> Calibrator:
     rng = np.random.default_rng(0)
     d = n_embd * len(names)
     head = LinearHead(np.zeros(d), np.ones(d), rng.normal(size=(3, d)) * 1e-3, np.zeros(3), 1.0)
-    risk = QuestionModel("head_all", ("green", "yellow", "red"), "choice", head=head,
-                         inputs=tuple(names))
+    risk = QuestionModel("head_all", ("green", "yellow", "red"), "choice", head=head, inputs=tuple(names))
     return Calibrator("test", {"risk": risk}, Thresholds())
 
 
@@ -64,8 +63,7 @@ def test_serving_computes_the_features_the_replay_trained_on(runner):
     mid, late = capture.answers
     wanted = [f"ticket@l{mid}", f"risk@l{late}", f"ticket@l{capture.pooled[-1]}", "category"]
     replaying = Classifier(MODEL, runner=runner, capture=capture, timeout_s=300.0)
-    serving = Classifier(MODEL, runner=runner, timeout_s=300.0,
-                         calibrator=_artifact_needing(wanted, runner.n_embd))
+    serving = Classifier(MODEL, runner=runner, timeout_s=300.0, calibrator=_artifact_needing(wanted, runner.n_embd))
     needed = capture_for(wanted)
     assert runner.capture == needed != capture  # serving reads only what the artifact needs
     for text in _texts():
@@ -77,8 +75,7 @@ def test_serving_computes_the_features_the_replay_trained_on(runner):
         assert served.result.calibrated and served.result.method in ("logits", "generated")
         for name in wanted:
             assert served.features[name].shape == (runner.n_embd,)
-            np.testing.assert_allclose(served.features[name], replayed.features[name],
-                                       rtol=0, atol=1e-4, err_msg=name)
+            np.testing.assert_allclose(served.features[name], replayed.features[name], rtol=0, atol=1e-4, err_msg=name)
 
 
 def test_the_ticket_mean_covers_the_ticket_only(runner):
@@ -123,8 +120,7 @@ def test_the_replayed_classifier_decides_as_serving_does(runner, tmp_path):
         serving.set_calibrator(outcome.calibrator)
         served = serving.classify(text).result
         offline = replayed.classify(text).result
-        assert (offline.level, offline.red_flags, offline.team) == \
-            (served.level, served.red_flags, served.team)
+        assert (offline.level, offline.red_flags, offline.team) == (served.level, served.red_flags, served.team)
         assert offline.ood_blocked == served.ood_blocked
         assert offline.ood_distance == pytest.approx(served.ood_distance, rel=1e-3)
         for name, answer in served.answers.items():

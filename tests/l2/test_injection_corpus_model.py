@@ -19,8 +19,7 @@ CORPUS = PROJECT_ROOT / "loadtest" / "data" / "prompt_injection.jsonl"
 @pytest.mark.timeout(1800)
 def test_no_injection_ticket_comes_out_green():
     classifier = shared_classifier()
-    served = load_latest(PROJECT_ROOT / "calibration", classifier.model_info.sha256,
-                         classifier.prompt_sha).calibrator
+    served = load_latest(PROJECT_ROOT / "calibration", classifier.model_info.sha256, classifier.prompt_sha).calibrator
     assert served is not None, "the bundled calibration artifact should match the bundled model"
     classifier.set_calibrator(served)
     try:

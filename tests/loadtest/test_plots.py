@@ -25,15 +25,29 @@ def test_histogram_buckets_are_half_open_and_the_last_is_unbounded():
 
 def _report() -> dict:
     t0 = 1_000.0
-    samples = [{"t": t0 + 2 * i, "backlog": min(i * 100, 3000), "pending": 1, "results": i // 5,
-                "yellow": 0, "red": 0, "load1": 1.0} for i in range(40)]
+    samples = [
+        {
+            "t": t0 + 2 * i,
+            "backlog": min(i * 100, 3000),
+            "pending": 1,
+            "results": i // 5,
+            "yellow": 0,
+            "red": 0,
+            "load1": 1.0,
+        }
+        for i in range(40)
+    ]
     samples.insert(3, {"t": t0 + 5, "error": "ConnectionError"})  # a sampling hiccup
     accept = [2.0] * 900 + [8.0] * 90 + [60.0] * 10
-    return {"config": {"rate": 50.0, "duration_s": 60, "workers": 1},
-            "load_window": {"start": t0, "end": t0 + 60},
-            "results": {"accept_ms": {"p50": 2.0, "p99": 60.0, "n": len(accept)},
-                        "accept_histogram": plots.histogram(accept)},
-            "samples": samples}
+    return {
+        "config": {"rate": 50.0, "duration_s": 60, "workers": 1},
+        "load_window": {"start": t0, "end": t0 + 60},
+        "results": {
+            "accept_ms": {"p50": 2.0, "p99": 60.0, "n": len(accept)},
+            "accept_histogram": plots.histogram(accept),
+        },
+        "samples": samples,
+    }
 
 
 def test_both_pictures_are_drawn_beside_the_report(tmp_path):

@@ -17,8 +17,13 @@ def cmake_args(tmp_path, flags: str | None) -> list[str]:
     cpuinfo = tmp_path / "cpuinfo"
     if flags is not None:
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-    out = subprocess.run(["sh", str(SCRIPT)], env={"CPUINFO": str(cpuinfo), "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["sh", str(SCRIPT)],
+        env={"CPUINFO": str(cpuinfo), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.split()
 
 

@@ -24,7 +24,6 @@ def test_embedded_server_starts_with_appendonly_and_is_reused(tmp_path):
 
 
 def test_configured_url_wins_and_local_redis_is_preferred():
-    assert resolve_redis_url(load_settings({"REDIS_URL": "redis://example:1/0"})) == \
-        "redis://example:1/0"
+    assert resolve_redis_url(load_settings({"REDIS_URL": "redis://example:1/0"})) == "redis://example:1/0"
     if REDIS_URL.startswith("redis://127.0.0.1:6379"):
         assert resolve_redis_url(load_settings({})) == "redis://127.0.0.1:6379/0"

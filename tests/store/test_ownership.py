@@ -8,11 +8,42 @@ from pathlib import Path
 SERVICE = Path(__file__).resolve().parents[2] / "service"
 # Redis commands (lower-case client methods) the service uses or could reach for.
 COMMANDS = {
-    "hget", "hgetall", "hmget", "hset", "hdel", "hlen", "hincrby", "get", "set", "delete",
-    "exists", "expire", "xadd", "xrange", "xrevrange", "xlen", "xack", "xdel", "xreadgroup",
-    "xautoclaim", "xpending", "xpending_range", "xgroup_create", "xinfo_groups", "zadd",
-    "zrem", "zrank", "zrange", "zrangebyscore", "zscore", "zcard", "scan_iter", "pipeline",
-    "register_script", "ping", "from_url",
+    "hget",
+    "hgetall",
+    "hmget",
+    "hset",
+    "hdel",
+    "hlen",
+    "hincrby",
+    "get",
+    "set",
+    "delete",
+    "exists",
+    "expire",
+    "xadd",
+    "xrange",
+    "xrevrange",
+    "xlen",
+    "xack",
+    "xdel",
+    "xreadgroup",
+    "xautoclaim",
+    "xpending",
+    "xpending_range",
+    "xgroup_create",
+    "xinfo_groups",
+    "zadd",
+    "zrem",
+    "zrank",
+    "zrange",
+    "zrangebyscore",
+    "zscore",
+    "zcard",
+    "scan_iter",
+    "pipeline",
+    "register_script",
+    "ping",
+    "from_url",
 }
 
 
@@ -26,8 +57,7 @@ def _redis_calls(path: Path) -> list[str]:
             continue
         target = ast.unparse(node.func.value)
         if any(word in target for word in ("client", "pipe", "redis", "Redis")):
-            found.append(f"{path.relative_to(SERVICE.parent)}:{node.lineno} {target}."
-                         f"{node.func.attr}")
+            found.append(f"{path.relative_to(SERVICE.parent)}:{node.lineno} {target}.{node.func.attr}")
     return found
 
 
@@ -36,10 +66,12 @@ NOT_YET = {"audit/job.py"}
 
 
 def test_no_redis_command_outside_the_store():
-    calls = [call for path in sorted(SERVICE.rglob("*.py"))
-             if "store" not in path.relative_to(SERVICE).parts[:1]
-             and str(path.relative_to(SERVICE)) not in NOT_YET
-             for call in _redis_calls(path)]
+    calls = [
+        call
+        for path in sorted(SERVICE.rglob("*.py"))
+        if "store" not in path.relative_to(SERVICE).parts[:1] and str(path.relative_to(SERVICE)) not in NOT_YET
+        for call in _redis_calls(path)
+    ]
     assert calls == []
 
 

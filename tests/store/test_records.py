@@ -9,13 +9,21 @@ import pytest
 from service.results import Decision, L1Result, L2Result, ModelInfo, RuleHit, TicketIn, Timings, TriageResult
 from service.store import StoredTicket, decode_features, encode_features
 
-L1 = L1Result(level="red", rules=[RuleHit(id="money.refund", level="red", flag="commitment",
-                                          span=(0, 6), text="refund")])
+L1 = L1Result(
+    level="red", rules=[RuleHit(id="money.refund", level="red", flag="commitment", span=(0, 6), text="refund")]
+)
 
 
 def _accepted() -> StoredTicket:
-    return StoredTicket(id="t_1", status="queued", request=TicketIn(body="refund me", subject="s"),
-                        l1=L1, accepted_at=1700000000.123456, l1_ms=0.41234, callback=True)
+    return StoredTicket(
+        id="t_1",
+        status="queued",
+        request=TicketIn(body="refund me", subject="s"),
+        l1=L1,
+        accepted_at=1700000000.123456,
+        l1_ms=0.41234,
+        callback=True,
+    )
 
 
 def test_accepted_ticket_fields_round_trip():
@@ -25,21 +33,45 @@ def test_accepted_ticket_fields_round_trip():
     back = StoredTicket.from_hash("t_1", {k.encode(): v.encode() for k, v in fields.items()})
     assert back is not None
     assert (back.request, back.l1, back.accepted_at, back.callback) == (
-        TicketIn(body="refund me", subject="s"), L1, 1700000000.123456, True)
+        TicketIn(body="refund me", subject="s"),
+        L1,
+        1700000000.123456,
+        True,
+    )
     assert back.l1_ms == pytest.approx(0.412)
 
 
 def test_not_triaged_counts_as_yellow_and_a_result_gives_its_level():
     assert _accepted().level == "yellow" and not _accepted().finished
-    result = TriageResult(id="t_1", status="done", final_level="red", l1=L1,
-                          l2=L2Result(level="red", method="logits"), category=None, urgency=None,
-                          model=ModelInfo(name="m", sha256="0"), prompt_sha="p", rules_sha="r",
-                          timings_ms=Timings())
-    raw = {**_accepted().to_fields(), "status": "done",
-           "result": msgspec.json.encode(result).decode(), "final_level": "red",
-           "decision": msgspec.json.encode(Decision(
-               ticket_id="t_1", operator="ana", action="approve", correct_level="red",
-               given_level="red", decided_at=1.0)).decode()}
+    result = TriageResult(
+        id="t_1",
+        status="done",
+        final_level="red",
+        l1=L1,
+        l2=L2Result(level="red", method="logits"),
+        category=None,
+        urgency=None,
+        model=ModelInfo(name="m", sha256="0"),
+        prompt_sha="p",
+        rules_sha="r",
+        timings_ms=Timings(),
+    )
+    raw = {
+        **_accepted().to_fields(),
+        "status": "done",
+        "result": msgspec.json.encode(result).decode(),
+        "final_level": "red",
+        "decision": msgspec.json.encode(
+            Decision(
+                ticket_id="t_1",
+                operator="ana",
+                action="approve",
+                correct_level="red",
+                given_level="red",
+                decided_at=1.0,
+            )
+        ).decode(),
+    }
     stored = StoredTicket.from_hash("t_1", raw)
     assert stored is not None and stored.level == "red" and stored.finished
     assert stored.decision is not None and stored.decision.operator == "ana"
