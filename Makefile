@@ -73,7 +73,9 @@ recalibrate: setup
 study: setup
 	$(BIN)/triage study features $(STUDY_DATA) --train train --json docs/results/study-features.json
 	$(BIN)/triage study sources $(STUDY_DATA) --json docs/results/study-sources.json
-	$(BIN)/triage study curve $(STUDY_DATA) --train train --json docs/results/learning-curve.json --plot docs/img/learning-curve.png
+	$(BIN)/triage study sources $(STUDY_DATA) --gate none --json docs/results/study-sources-nogate.json
+	$(BIN)/triage study curve $(STUDY_DATA) --train train+public-style --json docs/results/learning-curve.json --plot docs/img/learning-curve.png
+	$(BIN)/python scripts/gen_docs.py
 
 audit: setup
 	$(BIN)/triage audit run
