@@ -536,6 +536,8 @@ def l1_latency() -> str:
 
 
 COMMAND_BLOCKS: dict[str, Callable[[], str]] = {"triage rules latency": l1_latency}
+# Command blocks that belong in a report beside their result file, not in the prose docs.
+ELSEWHERE = {"triage rules report": "docs/results/l1-rules-report.md (`triage rules report --out` that file)"}
 
 
 def _fix_links(text: str, doc: Path) -> str:
@@ -560,6 +562,8 @@ def render(doc: Path) -> str:
 
     def fill_command(match: re.Match[str]) -> str:
         name = match.group("name")
+        if name in ELSEWHERE:
+            raise UnknownBlock(f"{_name(doc)}: the `{name}` block belongs in {ELSEWHERE[name]}")
         if name not in COMMAND_BLOCKS:
             raise UnknownBlock(f"{_name(doc)}: no renderer for <!-- BEGIN GENERATED: {name} --> in scripts/gen_docs.py")
         return COMMAND_BLOCKS[name]()

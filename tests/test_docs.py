@@ -51,6 +51,15 @@ def test_a_marker_without_a_renderer_is_refused(tmp_path, marker):
         gen_docs.stale([doc])
 
 
+def test_the_rule_report_is_refused_in_the_prose_docs(tmp_path):
+    """`triage rules report --out docs/l1.md` would append its long tables there: it has its own file."""
+    doc = tmp_path / "l1.md"
+    report = (ROOT / "docs" / "results" / "l1-rules-report.md").read_text(encoding="utf-8")
+    doc.write_text("# L1\n" + report[report.index("<!-- BEGIN GENERATED") :], encoding="utf-8")
+    with pytest.raises(gen_docs.UnknownBlock, match="l1-rules-report.md"):
+        gen_docs.stale([doc])
+
+
 def _edit_a_figure(body: str) -> str:
     """The block with its first percentage or decimal figure changed by one in the last digit."""
     match = re.search(r"\d+\.\d+(?= ?[%×]| ms)|\d+\.\d+", body)
