@@ -282,7 +282,7 @@ def _print_calibration(record, state, out: Path, file=None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..store import Keys, RedisVerdictCache
+    from ..store import AuditStore, Keys, RedisVerdictCache
     from ..store.connection import connect
     from .job import run_audit
     from .report import write_report
@@ -304,8 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     operator_cases = _operator_cases(settings, args)
     operator_cases.parent.mkdir(parents=True, exist_ok=True)
     report = run_audit(
-        client,
-        keys,
+        AuditStore(client, keys),
         judge,
         state,
         cases_path=operator_cases,

@@ -1,6 +1,7 @@
 """`triage audit run` against Redis: operator feedback in, sample, judge, queue (if gating), report.
 
-Redis keys read and written (service/keys.py names the shared ones):
+Redis keys read and written, all through `AuditStore` (service/store/audit.py; service/store/keys.py
+names them):
 - {p}:results (stream, field `id`) and {p}:ticket:{id} (fields status, final_level, request,
   result, decision): what was decided and on which text; read only.
 - {p}:queue:audit (zset, score = time added): unacceptable tickets, only while gating; and
@@ -25,13 +26,13 @@ import random
 import time
 from pathlib import Path
 
-import msgspec
 import structlog
 
 from .. import metrics
 from ..progress import progress
-from ..results import Decision, TicketIn, ticket_text
-from ..store import Keys
+from ..results import ticket_text
+from ..store.audit import AuditStore
+from ..store.records import GreenCheck, QueuedEntry
 from .calibration import GatingState
 from .cases import append_cases, case_from_decision, needed_a_person
 from .judge import AuditedDecision, Judge, JudgeUnavailable
@@ -40,137 +41,46 @@ from .sampling import stratified_sample
 
 log = structlog.get_logger()
 
-CURSOR_FIELD = "decisions_cursor"
 
-
-def queued_key(keys: Keys) -> str:
-    return f"{keys.prefix}:audit:queued"
-
-
-def checks_key(keys: Keys) -> str:
-    return f"{keys.prefix}:audit:green_checks"
-
-
-class QueuedEntry(msgspec.Struct, frozen=True):
-    level: str
-    category: str | None
-    urgency: int | None
-    verdict: str | None  # None: queued for a check and the judge gave no verdict
-    failed: list[str]
-    queued_at: float
-    # A served green drawn uniformly and queued whatever the judge said: the operator's decision
-    # on it counts towards the false-green rate on real traffic. (A green queued because the
-    # judge objected does not: that draw is not uniform.)
-    check: bool = False
-
-
-class GreenCheck(msgspec.Struct, frozen=True):
-    decided_at: float
-    false_green: bool  # the operator raised the level or marked a false green
-
-
-class _ResultView(msgspec.Struct):
-    """The few fields of a stored TriageResult the audit reads (tolerant of new fields)."""
-
-    final_level: str
-    category: str | None = None
-    urgency: int | None = None
-
-
-_request_decoder = msgspec.json.Decoder(TicketIn)
-_result_decoder = msgspec.json.Decoder(_ResultView)
-_decision_decoder = msgspec.json.Decoder(Decision)
-_queued_decoder = msgspec.json.Decoder(QueuedEntry)
-_check_decoder = msgspec.json.Decoder(GreenCheck)
-_encoder = msgspec.json.Encoder()
-
-
-def _s(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def recent_levels(client, keys: Keys, window: int) -> list[tuple[str, str]]:
-    """(ticket id, final level) of the newest `window` finished tickets still stored."""
-    entries = client.xrevrange(keys.results, count=window)
-    ids = []
-    for _, fields in entries:
-        ticket_id = fields.get(b"id", fields.get("id"))
-        if ticket_id is not None:
-            ids.append(_s(ticket_id))
-    pipe = client.pipeline(transaction=False)
-    for ticket_id in ids:
-        pipe.hmget(keys.ticket(ticket_id), "status", "final_level")
-    rows = pipe.execute() if ids else []
-    return [
-        (ticket_id, _s(level))
-        for ticket_id, (status, level) in zip(ids, rows, strict=True)
-        if status is not None and _s(status) == "done" and level is not None
-    ]
-
-
-def _load(client, keys: Keys, ticket_id: str) -> tuple[TicketIn, _ResultView, bool] | None:
-    request, result, decision = client.hmget(keys.ticket(ticket_id), "request", "result", "decision")
-    if request is None or result is None:
-        return None
-    return _request_decoder.decode(request), _result_decoder.decode(result), decision is not None
-
-
-def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path, now: float | None = None) -> list[str]:
+def ingest_operator_decisions(store: AuditStore, cases_path: str | Path, now: float | None = None) -> list[str]:
     """Operators' decisions on tickets the audit queued become calibration cases; returns ids."""
-    cursor = client.hget(keys.audit_state, CURSOR_FIELD)
-    low = f"({_s(cursor)}" if cursor else "-"
-    queued = {_s(k): _queued_decoder.decode(v) for k, v in client.hgetall(queued_key(keys)).items()}
+    queued = store.queued()
     cases, done, last = [], [], None
-    checks: dict[str, bytes] = {}
-    while True:
-        entries = client.xrange(keys.decisions, min=low, count=500)
-        if not entries:
-            break
-        for entry_id, fields in entries:
-            last = _s(entry_id)
-            data = fields.get(b"data", fields.get("data"))
-            if data is None:
-                continue
-            decision = _decision_decoder.decode(data)
-            entry = queued.get(decision.ticket_id)
-            if entry is None:
-                continue  # not a ticket the audit queued
-            if entry.check and entry.level == "green":
-                checks[decision.ticket_id] = _encoder.encode(
-                    GreenCheck(decided_at=decision.decided_at, false_green=needed_a_person(decision))
-                )
-            request = client.hget(keys.ticket(decision.ticket_id), "request")
-            done.append(decision.ticket_id)
-            if request is None:
-                log.info("audit_decision_ticket_expired", ticket_id=decision.ticket_id)
-                continue
-            ticket = _request_decoder.decode(request)
-            cases.append(
-                case_from_decision(
-                    ticket_id=decision.ticket_id,
-                    subject=ticket.subject,
-                    body=ticket.body,
-                    language=ticket.language,
-                    level_given=entry.level,
-                    category_given=entry.category,
-                    urgency_given=entry.urgency,
-                    decision=decision,
-                    judge_verdict=entry.verdict,
-                    now=now,
-                )
+    checks: dict[str, GreenCheck] = {}
+    for item in store.new_decisions():
+        last, decision = item.entry_id, item.decision
+        if decision is None:
+            continue
+        entry = queued.get(decision.ticket_id)
+        if entry is None:
+            continue  # not a ticket the audit queued
+        if entry.check and entry.level == "green":
+            checks[decision.ticket_id] = GreenCheck(
+                decided_at=decision.decided_at, false_green=needed_a_person(decision)
             )
-        low = f"({last}"
+        ticket = store.request(decision.ticket_id)
+        done.append(decision.ticket_id)
+        if ticket is None:
+            log.info("audit_decision_ticket_expired", ticket_id=decision.ticket_id)
+            continue
+        cases.append(
+            case_from_decision(
+                ticket_id=decision.ticket_id,
+                subject=ticket.subject,
+                body=ticket.body,
+                language=ticket.language,
+                level_given=entry.level,
+                category_given=entry.category,
+                urgency_given=entry.urgency,
+                decision=decision,
+                judge_verdict=entry.verdict,
+                now=now,
+            )
+        )
     added = append_cases(cases, cases_path) if cases else []
     # Cursor and queued entries move only after the cases are on disk: a crash before this line
     # re-reads the same decisions, and append_cases skips what is already there.
-    pipe = client.pipeline(transaction=True)
-    if last is not None:
-        pipe.hset(keys.audit_state, CURSOR_FIELD, last)
-    if done:
-        pipe.hdel(queued_key(keys), *done)
-    if checks:
-        pipe.hset(checks_key(keys), mapping=checks)
-    pipe.execute()
+    store.commit_decisions(last, done, checks)
     for case in added:
         agreed = case.judge_verdict == case.human_verdict
         log.info(
@@ -183,47 +93,30 @@ def ingest_operator_decisions(client, keys: Keys, cases_path: str | Path, now: f
     return [case.source.split(":", 1)[1] for case in added]
 
 
-def prune_queued(client, keys: Keys, max_age_s: float, now: float) -> int:
+def prune_queued(store: AuditStore, max_age_s: float, now: float) -> int:
     """Forget queued entries older than the tickets' own expiry (never decided, now gone)."""
-    stale = [
-        k for k, v in client.hgetall(queued_key(keys)).items() if now - _queued_decoder.decode(v).queued_at > max_age_s
-    ]
-    if stale:
-        client.hdel(queued_key(keys), *stale)
+    stale = [ticket_id for ticket_id, entry in store.queued().items() if now - entry.queued_at > max_age_s]
+    store.forget_queued(stale)
     return len(stale)
 
 
-def green_checks(client, keys: Keys, window_s: float, now: float) -> tuple[int, int]:
+def green_checks(store: AuditStore, window_s: float, now: float) -> tuple[int, int]:
     """(false greens, checks) among the operator checks decided in the last `window_s`; older
     checks are dropped, so the figure follows today's traffic, model and thresholds."""
     k = n = 0
     old = []
-    for ticket_id, raw in client.hgetall(checks_key(keys)).items():
-        check = _check_decoder.decode(raw)
+    for ticket_id, check in store.green_checks().items():
         if now - check.decided_at > window_s:
             old.append(ticket_id)
             continue
         n += 1
         k += check.false_green
-    if old:
-        client.hdel(checks_key(keys), *old)
+    store.forget_checks(old)
     return k, n
 
 
-def _queue(client, keys: Keys, ticket_id: str, entry: QueuedEntry) -> None:
-    """Put a ticket in the audit queue and remember why; a check once asked stays a check."""
-    previous = client.hget(queued_key(keys), ticket_id)
-    if previous is not None and _queued_decoder.decode(previous).check:
-        entry = msgspec.structs.replace(entry, check=True)
-    pipe = client.pipeline(transaction=True)
-    pipe.zadd(keys.queue("audit"), {ticket_id: entry.queued_at}, nx=True)
-    pipe.hset(queued_key(keys), ticket_id, _encoder.encode(entry))
-    pipe.execute()
-
-
 def run_audit(
-    client,
-    keys: Keys,
+    store: AuditStore,
     judge: Judge,
     gating: GatingState,
     *,
@@ -242,9 +135,9 @@ def run_audit(
     started = time.perf_counter()
     fixed_clock = now is not None
     now = time.time() if now is None else now
-    added = ingest_operator_decisions(client, keys, cases_path, now=now)
-    prune_queued(client, keys, max_age_s, now)
-    sample = stratified_sample(recent_levels(client, keys, window), sample_size, rng or random.Random(), green_share)
+    added = ingest_operator_decisions(store, cases_path, now=now)
+    prune_queued(store, max_age_s, now)
+    sample = stratified_sample(store.recent_levels(window), sample_size, rng or random.Random(), green_share)
     # The greens are in random order within their stratum: the first `check_greens` are a
     # uniform draw of served greens, which operators check whatever the judge says.
     to_check = set(sample.picked.get("green", [])[: max(0, check_greens)])
@@ -254,7 +147,7 @@ def run_audit(
     indicative: list[str] = []
     checking: list[str] = []
     for ticket_id, level in progress(sample.ids, desc="audit run", unit="ticket", quiet=quiet):
-        loaded = _load(client, keys, ticket_id)
+        loaded = store.served(ticket_id)
         if loaded is None:
             unjudged[ticket_id] = "ticket expired or incomplete"
             continue
@@ -273,9 +166,7 @@ def run_audit(
             verdict = None
         push = verdict is not None and verdict.verdict == "unacceptable" and gating.gating and not decided
         if push or check:
-            _queue(
-                client,
-                keys,
+            store.queue(
                 ticket_id,
                 QueuedEntry(
                     level=level,
@@ -311,7 +202,7 @@ def run_audit(
             )
         )
     estimate = false_green_estimate(tickets, sample.population)
-    found, checked = green_checks(client, keys, checks_window_s, now)
+    found, checked = green_checks(store, checks_window_s, now)
     checks = checked_greens(found, checked, max_false_green_rate, checks_window_s, len(checking))
     finished = now if fixed_clock else time.time()
     report = AuditReport(
@@ -334,7 +225,7 @@ def run_audit(
         elapsed_s=round(time.perf_counter() - started, 2),
         checked_greens=checks,
     )
-    publish_state(client, keys, report)
+    publish_state(store, report)
     if checks.exceeded and checks.false_greens:
         log.warning(
             "audit_false_green_bound_exceeded",
@@ -360,7 +251,7 @@ def _num(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def publish_state(client, keys: Keys, report: AuditReport) -> dict[str, str]:
+def publish_state(store: AuditStore, report: AuditReport) -> dict[str, str]:
     """Write {p}:audit:state for the API's /metrics and set this process's gauges."""
     values = {
         "kappa": _num(report.gating.kappa),
@@ -379,7 +270,7 @@ def publish_state(client, keys: Keys, report: AuditReport) -> dict[str, str]:
         }
     fields = {name: repr(value) for name, value in values.items()}  # "nan" when unknown
     fields["stale"] = "1" if report.gating.stale else "0"
-    client.hset(keys.audit_state, mapping=fields)
+    store.publish_state(fields)
     for name, value in values.items():
         metrics.AUDIT_STATE_GAUGES[name].set(value)
     return fields

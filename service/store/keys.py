@@ -20,6 +20,7 @@ and several deployments can share one Redis.
 | {p}:audit:state             | hash   | last audit's kappa, gating, false-green rate, run time,   | none |
 |                             |        | decisions_cursor (last decisions entry the audit read)    | |
 | {p}:audit:queued            | hash   | id -> QueuedEntry JSON: what the audit queued and why     | result_ttl_s |
+| {p}:audit:green_checks      | hash   | id -> GreenCheck JSON: operators' checks of sampled greens| checks window |
 | {p}:audit:verdicts:{key}    | string | cached judge verdict (JSON)                               | none |
 | {p}:ratelimit:{kind}:{sha}  | hash   | token bucket per ingest token / login address (sha256)    | until full again |
 """
@@ -46,6 +47,7 @@ class Keys:
         self.results = f"{prefix}:results"
         self.audit_state = f"{prefix}:audit:state"
         self.audit_queued = f"{prefix}:audit:queued"
+        self.audit_green_checks = f"{prefix}:audit:green_checks"
 
     def ticket(self, ticket_id: str) -> str:
         return f"{self.prefix}:ticket:{ticket_id}"

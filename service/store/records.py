@@ -112,6 +112,31 @@ class StoredTicket(msgspec.Struct, kw_only=True):
         )
 
 
+# --- the audit's records ({p}:audit:queued, {p}:audit:green_checks) -----------------------------
+
+
+class QueuedEntry(msgspec.Struct, frozen=True):
+    """Why the audit put a ticket in the audit queue."""
+
+    level: str
+    category: str | None
+    urgency: int | None
+    verdict: str | None  # None: queued for a check and the judge gave no verdict
+    failed: list[str]
+    queued_at: float
+    # A served green drawn uniformly and queued whatever the judge said: the operator's decision
+    # on it counts towards the false-green rate on real traffic. (A green queued because the
+    # judge objected does not: that draw is not uniform.)
+    check: bool = False
+
+
+class GreenCheck(msgspec.Struct, frozen=True):
+    """An operator's decision on a green the audit queued for a check."""
+
+    decided_at: float
+    false_green: bool  # the operator raised the level or marked a false green
+
+
 # --- hidden states ({p}:features:{id}) ---------------------------------------------------------
 
 

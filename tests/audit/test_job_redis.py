@@ -16,7 +16,7 @@ import pytest
 from service import metrics
 from service.audit.calibration import GatingState
 from service.audit.cases import load_cases
-from service.audit.job import checks_key, queued_key, run_audit
+from service.audit.job import run_audit
 from service.audit.judge import Judge
 from service.audit.report import render_markdown, write_report
 from service.audit.rubric import load_rubric
@@ -28,7 +28,7 @@ from service.results import (
     TicketIn,
     TriageResult,
 )
-from service.store import Keys, RedisVerdictCache
+from service.store import AuditStore, Keys, RedisVerdictCache
 
 from .support import LookupBackend
 
@@ -106,7 +106,7 @@ def test_audit_run_gating_queues_reports_and_publishes_state(redis_client, prefi
     judge, backend = _judge(redis_client, keys)
     cases = tmp_path / "cases.jsonl"
     report = run_audit(
-        redis_client, keys, judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=1000.0
+        AuditStore(redis_client, keys), judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=1000.0
     )
 
     assert report.population == {"green": 4, "yellow": 1, "red": 1}
@@ -135,7 +135,9 @@ def test_audit_run_gating_queues_reports_and_publishes_state(redis_client, prefi
 
     # Second run: every verdict comes from the Redis cache, the model is not asked again.
     calls = len(backend.calls)
-    again = run_audit(redis_client, keys, judge, ON, cases_path=cases, sample_size=10, rng=random.Random(2), now=1001.0)
+    again = run_audit(
+        AuditStore(redis_client, keys), judge, ON, cases_path=cases, sample_size=10, rng=random.Random(2), now=1001.0
+    )
     assert len(backend.calls) == calls
     assert all(t.cached for t in again.tickets)
 
@@ -145,8 +147,7 @@ def test_audit_run_without_gating_only_lists_indicative(redis_client, prefix, tm
     _store(redis_client, keys)
     judge, _ = _judge(redis_client, keys)
     report = run_audit(
-        redis_client,
-        keys,
+        AuditStore(redis_client, keys),
         judge,
         OFF,
         cases_path=tmp_path / "c.jsonl",
@@ -167,7 +168,9 @@ def test_operator_verdicts_on_audited_tickets_join_the_calibration_set(redis_cli
     _store(redis_client, keys)
     judge, _ = _judge(redis_client, keys)
     cases = tmp_path / "cases.jsonl"
-    run_audit(redis_client, keys, judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=1000.0)
+    run_audit(
+        AuditStore(redis_client, keys), judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=1000.0
+    )
     # Operators decide: T-refund was indeed a false green; T-delete's category was fine; and
     # a decision on a ticket the audit never queued is not a calibration case.
     for decision in (
@@ -204,7 +207,7 @@ def test_operator_verdicts_on_audited_tickets_join_the_calibration_set(redis_cli
         redis_client.zrem(keys.queue("audit"), decision.ticket_id)
 
     report = run_audit(
-        redis_client, keys, judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=2000.0
+        AuditStore(redis_client, keys), judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=2000.0
     )
     assert sorted(report.operator_cases_added) == ["T-delete", "T-refund"]
     added = {c.source: c for c in load_cases(cases)}
@@ -214,17 +217,19 @@ def test_operator_verdicts_on_audited_tickets_join_the_calibration_set(redis_cli
     # that now sits in the calibration set.
     assert added["operator:T-delete"].human_verdict == "acceptable"
     assert added["operator:T-delete"].judge_verdict == "unacceptable"
-    assert redis_client.hlen(queued_key(keys)) == 0
+    assert redis_client.hlen(keys.audit_queued) == 0
     # Decided tickets are judged again but not queued again.
     assert report.queued == [] and sorted(report.indicative) == ["T-delete", "T-refund"]
 
     # Running again reads nothing twice (cursor) and appends nothing twice.
-    third = run_audit(redis_client, keys, judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=3000.0)
+    third = run_audit(
+        AuditStore(redis_client, keys), judge, ON, cases_path=cases, sample_size=10, rng=random.Random(1), now=3000.0
+    )
     assert third.operator_cases_added == []
     assert len(load_cases(cases)) == 2
     # T-refund was queued because the judge objected, not drawn for a check: its operator
     # decision says nothing about the false-green rate of served greens (that draw is biased).
-    assert third.checked_greens.checked == 0 and redis_client.hlen(checks_key(keys)) == 0
+    assert third.checked_greens.checked == 0 and redis_client.hlen(keys.audit_green_checks) == 0
 
 
 def _decide(client, keys: Keys, ticket_id: str, level: str, decided_at: float, false_green: bool = False) -> None:
@@ -250,8 +255,7 @@ def test_operators_check_sampled_greens_and_the_upper_bound_is_published(redis_c
     day = 86400.0
     # Gating off: the judge queues nothing, yet every sampled green goes to the operators.
     report = run_audit(
-        redis_client,
-        keys,
+        AuditStore(redis_client, keys),
         judge,
         OFF,
         cases_path=cases,
@@ -284,8 +288,7 @@ def test_operators_check_sampled_greens_and_the_upper_bound_is_published(redis_c
     _decide(redis_client, keys, "T-howto", "green", decided_at=1200.0)
     _decide(redis_client, keys, "T-bug", "red", decided_at=1300.0)
     report = run_audit(
-        redis_client,
-        keys,
+        AuditStore(redis_client, keys),
         judge,
         OFF,
         cases_path=cases,
@@ -310,8 +313,7 @@ def test_operators_check_sampled_greens_and_the_upper_bound_is_published(redis_c
 
     # A month later those checks are out of the window: the figure follows today's traffic.
     later = run_audit(
-        redis_client,
-        keys,
+        AuditStore(redis_client, keys),
         judge,
         OFF,
         cases_path=cases,
@@ -322,14 +324,14 @@ def test_operators_check_sampled_greens_and_the_upper_bound_is_published(redis_c
         max_false_green_rate=0.01,
         checks_window_s=30 * day,
     )
-    assert later.checked_greens.checked == 0 and redis_client.hlen(checks_key(keys)) == 0
+    assert later.checked_greens.checked == 0 and redis_client.hlen(keys.audit_green_checks) == 0
 
 
 def test_state_is_nan_when_nothing_is_known(redis_client, prefix, tmp_path: Path) -> None:
     keys = Keys(prefix)
     judge, _ = _judge(redis_client, keys)
     never = GatingState(gating=False, stale=True, kappa=None, kappa_min=0.6, reasons=["never calibrated"])
-    report = run_audit(redis_client, keys, judge, never, cases_path=tmp_path / "c.jsonl", now=5.0)
+    report = run_audit(AuditStore(redis_client, keys), judge, never, cases_path=tmp_path / "c.jsonl", now=5.0)
     assert report.tickets == [] and report.false_green.rate is None
     state = redis_client.hgetall(keys.audit_state)
     assert math.isnan(float(state[b"kappa"])) and math.isnan(float(state[b"false_green_rate"]))

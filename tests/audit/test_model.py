@@ -18,7 +18,7 @@ from service.audit.job import run_audit
 from service.audit.judge import AuditedDecision, Judge
 from service.audit.rubric import apply_verdict_rule, load_rubric
 from service.results import L1Result, L2Result, ModelInfo, TicketIn, TriageResult
-from service.store import Keys, RedisVerdictCache
+from service.store import AuditStore, Keys, RedisVerdictCache
 from tests.support import make_settings
 
 pytestmark = pytest.mark.model
@@ -114,7 +114,12 @@ def test_audit_run_on_real_redis_and_model(backend, redis_client, prefix, tmp_pa
         None, judge_model_sha256=backend.model_sha256, rubric_sha256=rubric.sha256, method="logits", kappa_min=0.6
     )
     report = run_audit(
-        redis_client, keys, judge, gating, cases_path=tmp_path / "c.jsonl", sample_size=3, rng=random.Random(0)
+        AuditStore(redis_client, keys),
+        judge,
+        gating,
+        cases_path=tmp_path / "c.jsonl",
+        sample_size=3,
+        rng=random.Random(0),
     )
     assert {t.ticket_id for t in report.tickets} == {"A1", "A2", "A3"}
     assert report.unjudged == {}
@@ -124,7 +129,12 @@ def test_audit_run_on_real_redis_and_model(backend, redis_client, prefix, tmp_pa
     assert redis_client.hget(keys.audit_state, "gating") == b"0.0"
     assert len(list(redis_client.scan_iter(f"{prefix}:audit:verdicts:*"))) == 3
     again = run_audit(
-        redis_client, keys, judge, gating, cases_path=tmp_path / "c.jsonl", sample_size=3, rng=random.Random(0)
+        AuditStore(redis_client, keys),
+        judge,
+        gating,
+        cases_path=tmp_path / "c.jsonl",
+        sample_size=3,
+        rng=random.Random(0),
     )
     assert all(t.cached for t in again.tickets)
     assert [t.verdict for t in sorted(again.tickets, key=lambda t: t.ticket_id)] == [
