@@ -29,7 +29,7 @@ log = structlog.get_logger()
 COMMAND_MODULES = (
     "service.l1.commands",
     "service.evaluation.commands",
-    "service.jobs.recal_commands",
+    "service.calibration.recalibrate_commands",
     "service.calibration.study_commands",
     "service.labels_commands",
     "service.audit.commands",

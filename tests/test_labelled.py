@@ -41,12 +41,20 @@ def test_reads_every_record_and_skips_blank_lines(tmp_path):
         ({"risk": "yellow"}, r"l.jsonl:1: a red flag is set but risk is 'yellow'"),
         ({"risk": "amber"}, r"l.jsonl:1: risk must be one of"),
         ({"urgency": "high"}, r"l.jsonl:1: Expected `int \| null`, got `str` - at `\$.urgency`"),
+        ({"extra": 1}, r"l.jsonl:1: .*unknown field"),
     ],
 )
 def test_names_the_line_and_the_fault(tmp_path, overrides, message):
     path = tmp_path / "l.jsonl"
     path.write_text(_line(**overrides) + "\n", encoding="utf-8")
     with pytest.raises(LabelledFileError, match=message):
+        read_labelled(path)
+
+
+def test_line_numbers_count_blank_lines(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text(_line() + "\n\n" + _line(risk="green") + "\n", encoding="utf-8")
+    with pytest.raises(LabelledFileError, match=r"l.jsonl:3: a red flag is set but risk"):
         read_labelled(path)
 
 

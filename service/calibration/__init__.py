@@ -4,7 +4,8 @@ Serving surface (numpy only): `load_latest(directory, model_sha, prompt_sha) -> 
 `CalibrationWatcher(directory, model_sha, prompt_sha, on_change)` with a cheap `.poll()`,
 `load_artifact(path) -> Calibrator` (for `triage eval --calibration`), and `Calibrator` with
 `apply(answers, features)`, `thresholds`, `version`. Fitting lives in `fit` (offline, imports
-scikit-learn) and is driven by `triage recalibrate` (service/jobs/recalibrate.py).
+scikit-learn) and is driven by `triage recalibrate`: `recalibrate` runs the job on the examples
+`dataset` collects (and `replay` replays), `recalibrate_commands` is its CLI.
 """
 
 from service.calibration.artifact import ArtifactError, load_artifact, read_artifact

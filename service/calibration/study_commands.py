@@ -97,8 +97,8 @@ def _write(report: dict, out: str) -> None:
 def cmd_study(args: argparse.Namespace) -> int:
     from service.calibration import study
     from service.calibration.fit import single_thread_blas
+    from service.calibration.recalibrate import DEFAULT_FEATURES
     from service.calibration.replay import FEATURE_SETS
-    from service.jobs.recalibrate import DEFAULT_FEATURES
     from service.logs import configure_logging
     from service.settings import settings_or_exit
 
@@ -107,7 +107,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     sources, questions, n_layer = _sources(args, settings)
     if args.what == "served":
         return _served(args, settings)
-    from service.jobs.recalibrate import DEFAULT_GATE
+    from service.calibration.recalibrate import DEFAULT_GATE
 
     gate = None if args.gate == "none" else (args.gate or DEFAULT_GATE)
     with single_thread_blas():

@@ -115,3 +115,17 @@ def random_label(rng: np.random.Generator) -> dict:
     if risk == "red":
         flags[str(rng.choice(RED_FLAGS))] = True
     return {"risk": risk, **flags, "category": str(rng.choice(PROMPTS.questions["category"].options))}
+
+
+def fill_decided(client, keys: Keys, n: int, *, model: ModelInfo, seed: int = 0) -> dict[str, dict]:
+    """`n` stored tickets t0.. with random labels, each decided with its label; {id: label}."""
+    rng = np.random.default_rng(seed)
+    proj = rng.normal(size=(6, DIM))
+    labels = {}
+    for i in range(n):
+        label = random_label(rng)
+        tid = f"t{i}"
+        store_ticket(client, keys, tid, label, model=model, prompt_sha=PROMPTS.sha, rng=rng, proj=proj)
+        decide(client, keys, tid, label["risk"], flags={f: label[f] for f in RED_FLAGS}, category=label["category"])
+        labels[tid] = label
+    return labels

@@ -22,7 +22,7 @@ import redis
 
 from service.calibration import CalibrationWatcher, load_latest
 from service.calibration.artifact import read_meta
-from service.jobs.recalibrate import Options, run
+from service.calibration.recalibrate import Options, run
 from service.labelled import read_labelled
 from service.metrics import REGISTRY
 from service.worker import Worker

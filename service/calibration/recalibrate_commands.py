@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from service.calibration.recalibrate import DEFAULT_FEATURES, DEFAULT_GATE
 from service.calibration.replay import FEATURE_SETS
-from service.jobs.recalibrate import DEFAULT_FEATURES, DEFAULT_GATE
 from service.progress import add_quiet_argument
 from service.progress import progress as progress_bar
 
@@ -28,7 +28,7 @@ def _positive(minimum: int):
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:
     from service.calibration.fit import Refused
-    from service.jobs.recalibrate import Options, RecalibrateError, command_line, run
+    from service.calibration.recalibrate import Options, RecalibrateError, command_line, run
     from service.labelled import LabelledFileError
     from service.settings import settings_or_exit
 
