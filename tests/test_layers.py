@@ -19,6 +19,7 @@ BASE = {
     "model_fetch",
     "machine",
     "webhooks",
+    "hidden_states",
 }
 # area -> the service areas it may import (besides itself)
 ALLOWED = {

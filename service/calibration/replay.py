@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import structlog
 
+from service.hidden_states import features_from_bytes, features_to_bytes
 from service.l2.features import FEATURE_SETS, feature_names, replay_capture
 from service.l2.runner import Capture
 from service.labelled import LabelledTicket
@@ -87,7 +88,7 @@ def labels_from_decision(dec: Decision) -> dict[str, Any]:
 
 class _Cached(msgspec.Struct, frozen=True):
     result: L2Result
-    features: dict[str, bytes]  # float32 bytes
+    features: dict[str, bytes]  # service.hidden_states.features_to_bytes
     truncated: bool = False
 
 
@@ -112,15 +113,14 @@ class ReplayCache:
             entry = msgspec.msgpack.decode(self._path(sha).read_bytes(), type=_Cached)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
-        feats = {k: np.frombuffer(v, dtype=np.float32) for k, v in entry.features.items()}
-        return entry.result, feats, entry.truncated
+        return entry.result, features_from_bytes(entry.features), entry.truncated
 
     def put(self, sha: str, result: L2Result, features: dict[str, np.ndarray], truncated: bool) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         entry = _Cached(
             result=result,
             truncated=truncated,
-            features={k: np.asarray(v, dtype=np.float32).tobytes() for k, v in features.items()},
+            features=features_to_bytes(features),
         )
         tmp = self._path(sha).with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(msgspec.msgpack.encode(entry))

@@ -22,13 +22,7 @@ from .audit import AuditStore, RedisVerdictCache
 from .callbacks import CallbackEntry, CallbackPayload, CallbackStore
 from .keys import QUEUES, WORKER_GROUP, Keys, Queue
 from .reads import DecisionEntry, decisions_since, load_features, load_ticket
-from .records import (
-    StoredTicket,
-    decode_features,
-    encode_features,
-    features_from_bytes,
-    features_to_bytes,
-)
+from .records import StoredTicket, decode_features, encode_features
 from .worker import Delivery, WorkerStore
 
 __all__ = [
@@ -52,8 +46,6 @@ __all__ = [
     "decisions_since",
     "decode_features",
     "encode_features",
-    "features_from_bytes",
-    "features_to_bytes",
     "load_features",
     "load_ticket",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..hidden_states import features_from_bytes, features_to_bytes
 from ..results import Decision, L1Result, Level, TicketIn, TriageResult
 
 _encoder = msgspec.json.Encoder()
@@ -152,12 +153,3 @@ def decode_features(blob: bytes | None) -> dict[str, np.ndarray]:
     if not blob:
         return {}
     return features_from_bytes(msgspec.msgpack.decode(blob)["features"])
-
-
-def features_to_bytes(features: dict[str, np.ndarray]) -> dict[str, bytes]:
-    """Per question float32 bytes: the form both Redis and the replay cache keep vectors in."""
-    return {name: np.asarray(vector, dtype=np.float32).tobytes() for name, vector in features.items()}
-
-
-def features_from_bytes(raw: dict[str, bytes]) -> dict[str, np.ndarray]:
-    return {name: np.frombuffer(value, dtype=np.float32) for name, value in raw.items()}
