@@ -10,13 +10,10 @@ from pathlib import Path
 
 import msgspec
 
+from service.errors import LabelledFileError
 from service.results import LEVELS, RED_FLAGS
 
 __all__ = ["LEVELS", "LabelledFileError", "LabelledTicket", "check", "read_labelled"]
-
-
-class LabelledFileError(ValueError):
-    """A labelled file that cannot be used; the message names the file and line."""
 
 
 class LabelledTicket(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

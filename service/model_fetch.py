@@ -20,6 +20,8 @@ from pathlib import Path
 
 import structlog
 
+from .errors import ModelError
+
 log = structlog.get_logger()
 
 
@@ -54,10 +56,6 @@ BUNDLED: dict[str, BundledModel] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
-
-
-class ModelError(RuntimeError):
-    """The model could not be provisioned or verified."""
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:

@@ -14,9 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-
-class SettingsError(ValueError):
-    """A setting could not be parsed; the message names the environment variable."""
+from .errors import SettingsError
 
 
 def _default_cache() -> Path:

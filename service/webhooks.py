@@ -15,12 +15,10 @@ import binascii
 import hashlib
 import hmac
 
+from service.errors import SecretError
+
 PREFIX = "whsec_"
 MIN_KEY_BYTES, MAX_KEY_BYTES = 24, 64  # the range the specification recommends
-
-
-class SecretError(ValueError):
-    """A secret that is not `whsec_` + base64 of 24..64 bytes."""
 
 
 def decode_secret(secret: str) -> bytes:

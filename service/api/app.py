@@ -24,7 +24,7 @@ from litestar.status_codes import HTTP_413_REQUEST_ENTITY_TOO_LARGE
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .. import metrics
-from ..errors import StoreUnavailable, TriageError
+from ..errors import ProblemError, StoreUnavailable
 from ..settings import Settings
 from ..store import AsyncStore
 from .auth import TokenTable
@@ -77,7 +77,7 @@ def _validation_problem(_: Request, exc: ValidationException) -> Response[Proble
     return problem(400, "invalid-request", "The request is not valid", detail, field, errors)
 
 
-def _triage_problem(_: Request, exc: TriageError) -> Response[Problem]:
+def _triage_problem(_: Request, exc: ProblemError) -> Response[Problem]:
     return problem(exc.status, exc.type, exc.title, exc.detail, exc.field, exc.errors, exc.headers)
 
 
@@ -216,7 +216,7 @@ def create_app(settings: Settings, redis_url: str, rules: Any, extra_route_handl
         middleware=[metrics_middleware],
         before_send=[echo_request_id],
         exception_handlers={
-            TriageError: _triage_problem,
+            ProblemError: _triage_problem,
             ValidationException: _validation_problem,
             redis.RedisError: _redis_problem,
             HTTPException: _http_problem,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import msgspec
 
+from ..errors import JudgeUnavailable
 from ..model_fetch import BUNDLED, ModelError, resolve_model_path
 from ..settings import Settings
-from .judge import JudgeUnavailable
 
 
 def resolve_judge_model(settings: Settings, choice: str = "") -> tuple[Path, str]:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import msgspec
 
+from ..errors import JudgeUnavailable
 from .cases import CalibrationCase
-from .judge import AuditedDecision, Judge, JudgeUnavailable, JudgeVerdict
+from .judge import AuditedDecision, Judge, JudgeVerdict
 from .stats import ClassScores, cohen_kappa
 
 # Below this many cases kappa's standard error is too wide to earn gating (about +-0.15 at 40).

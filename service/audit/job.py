@@ -29,13 +29,14 @@ from pathlib import Path
 import structlog
 
 from .. import metrics
+from ..errors import JudgeUnavailable
 from ..progress import progress
 from ..results import ticket_text
 from ..store.audit import AuditStore
 from ..store.records import GreenCheck, QueuedEntry
 from .calibration import GatingState
 from .cases import append_cases, case_from_decision, needed_a_person
-from .judge import AuditedDecision, Judge, JudgeUnavailable
+from .judge import AuditedDecision, Judge
 from .report import AuditedTicket, AuditReport, checked_greens, false_green_estimate
 from .sampling import stratified_sample
 

@@ -28,10 +28,6 @@ Method = Literal["logits", "generated"]
 METHODS: tuple[Method, ...] = ("logits", "generated")
 
 
-class JudgeUnavailable(RuntimeError):
-    """The judge model failed or timed out on one ticket; the ticket stays unjudged."""
-
-
 class JudgeBackend(Protocol):
     """What the judge needs from a model; one instance owns one loaded GGUF."""
 

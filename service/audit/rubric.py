@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 import yaml
 
+from ..errors import RubricError
 from ..results import Level
 
 Verdict = Literal["acceptable", "unacceptable"]
@@ -21,10 +22,6 @@ CriterionKind = Literal["eliminatory", "secondary"]
 LevelName = Level
 
 DEFAULT_RUBRIC_DIR = Path(__file__).resolve().parents[2] / "prompts" / "judge"
-
-
-class RubricError(ValueError):
-    """The rubric folder is missing a file or a file does not validate; the message says where."""
 
 
 class Criterion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -24,6 +24,7 @@ from service.calibration.heads import LinearHead
 from service.calibration.maths import Scaling
 from service.calibration.ood import GATE_ARRAYS, GateInfo, GreenGate
 from service.calibration.thresholds import GreenChoice, LevelSummary, RedChoice, YellowFlagChoice
+from service.errors import ArtifactError
 from service.l2.decision import Thresholds
 from service.results import ModelInfo
 
@@ -31,10 +32,6 @@ SCHEMA = 1
 ARTIFACT_FILE = "artifact.json"
 HEADS_FILE = "heads.npz"
 HEAD_ARRAYS = ("mean", "scale", "coef", "intercept")
-
-
-class ArtifactError(ValueError):
-    """An artifact is missing, unreadable or inconsistent; the message names the file and why."""
 
 
 class Candidate(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

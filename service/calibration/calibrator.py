@@ -16,13 +16,9 @@ import numpy as np
 from service.calibration.heads import LinearHead
 from service.calibration.maths import Scaling, softmax
 from service.calibration.ood import GreenGate
+from service.errors import CalibrationMismatch
 from service.l2.decision import Thresholds
 from service.results import Answer
-
-
-class CalibrationMismatch(ValueError):
-    """The artifact cannot map an answer it covers (options, log-probs or hidden state differ)."""
-
 
 # head: on the hidden state at this question's answer position; head_all: on the hidden states
 # of every question's answer position, concatenated in `inputs` order (the ticket seen from all

@@ -49,6 +49,7 @@ from service.calibration.thresholds import (
     levels,
     summarise,
 )
+from service.errors import Refused
 from service.l2.decision import Thresholds
 from service.results import RED_FLAGS
 
@@ -56,10 +57,6 @@ CALIBRATED: tuple[str, ...] = ("risk", *RED_FLAGS, "category", "urgency")
 # Questions the thresholds depend on: too few labels here refuses the whole run.
 REQUIRED: tuple[str, ...] = ("risk", *RED_FLAGS)
 RISK_OPTIONS = ("green", "yellow", "red")
-
-
-class Refused(Exception):
-    """The labels cannot support a calibration; the message says which question and why."""
 
 
 class FitConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
+from service.errors import DegenerateFit
 from service.l2.answers import log_softmax  # one definition: serving's
 
 N_BINS = 15
@@ -105,10 +106,6 @@ class Scaling(msgspec.Struct, frozen=True):
     def apply(self, logits: np.ndarray) -> np.ndarray:
         z = np.asarray(logits, dtype=np.float64)
         return softmax(z / self.temperature + np.asarray(self.bias, dtype=np.float64))
-
-
-class DegenerateFit(ValueError):
-    """The optimiser ran to the edge of its range or failed: the data cannot support this fit."""
 
 
 def _centre(z: np.ndarray) -> np.ndarray:

@@ -47,6 +47,7 @@ from service.calibration.replay import (
     replay,
     replay_capture,
 )
+from service.errors import RecalibrateError
 from service.l2.features import RECORDED
 from service.labelled import read_labelled
 from service.machine import summary as machine_summary
@@ -54,10 +55,6 @@ from service.results import ModelInfo
 from service.store import Keys
 
 log = structlog.get_logger()
-
-
-class RecalibrateError(Exception):
-    """Input the job cannot use (a malformed labelled file, no model); the message says where."""
 
 
 # ------------------------------------------------------------------------------ the run

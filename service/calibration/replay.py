@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import structlog
 
+from service.errors import ReplayError
 from service.hidden_states import features_from_bytes, features_to_bytes
 from service.l2.features import FEATURE_SETS, feature_names, replay_capture
 from service.l2.runner import Capture
@@ -43,10 +44,6 @@ __all__ = [
     "replay_capture",
     "text_sha",
 ]
-
-
-class ReplayError(Exception):
-    """The replay cannot run as asked (a calibrated or mismatched classifier)."""
 
 
 @dataclass

@@ -19,23 +19,12 @@ from litestar.datastructures import Cookie
 from litestar.handlers.base import BaseRouteHandler
 
 from ..api.sessions import SESSION_COOKIE, SESSION_TTL_S, SessionSigner
+from ..errors import CsrfRejected, LoginRequired
 
 OPERATOR_COOKIE = "triage_operator"
 LOGIN_COOKIE = "triage_login"  # pre-session nonce: the login form's own CSRF token is bound to it
 COOKIE_PATH = "/ui"
 NAME_MAX = 64
-
-
-class LoginRequired(Exception):
-    """No valid session: the console answers with a 303 to the login page."""
-
-    def __init__(self, next_path: str = "/ui") -> None:
-        super().__init__(next_path)
-        self.next_path = next_path
-
-
-class CsrfRejected(Exception):
-    """A form without the CSRF token of this session (or the login nonce): 403."""
 
 
 def is_secure(connection: ASGIConnection) -> bool:

@@ -18,7 +18,7 @@ from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
 from ..api.operators import queue_listing
-from ..errors import RateLimited, TriageError
+from ..errors import ProblemError, RateLimited
 from ..operators import apply_decision
 from ..policy import vocabulary
 from ..ratelimit import client_address
@@ -192,7 +192,7 @@ async def queue_page(
         return _not_found(f"There is no {queue!r} queue; the queues are {', '.join(QUEUES)}.")
     try:
         listing = await queue_listing(state.store, queue, PAGE_SIZE, cursor)
-    except TriageError as error:  # a mangled cursor: the API's own 400
+    except ProblemError as error:  # a mangled cursor: the API's own 400
         return _error(error.status, error.title, error.detail)
     return page(
         "queue.html",
@@ -248,7 +248,7 @@ async def _ticket_page(
     stored: StoredTicket,
     queue: str | None,
     status_code: int = 200,
-    error: TriageError | None = None,
+    error: ProblemError | None = None,
     fields: dict[str, str] | None = None,
     decided: str | None = None,
 ) -> Response[str]:
@@ -301,7 +301,7 @@ async def decide(request: Request, state: State, ticket_id: str) -> Response[Any
         rank = await state.store.queue_rank(queue, ticket_id)
         # The API's handler itself: same checks, Decision, store.decide, metrics and log line.
         await apply_decision(state.store, ticket_id, data, vocabulary(state.settings.prompts_dir))
-    except TriageError as error:
+    except ProblemError as error:
         return await _ticket_page(request, state, ticket_id, stored, queue, error.status, error, fields)
     # The next ticket is the one that followed this one; past the end, the oldest left (one
     # the operator skipped); none left, the queue page.

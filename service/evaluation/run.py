@@ -14,13 +14,10 @@ from typing import Any
 
 import msgspec
 
+from service.errors import EvalError
 from service.evaluation.metrics import halves, summarize, summarize_halves
 from service.labelled import LabelledTicket, read_labelled
 from service.results import RED_FLAGS, max_level, ticket_text
-
-
-class EvalError(Exception):
-    """The evaluation cannot grade the service as served; the message says why, in one line."""
 
 
 class L1:

@@ -17,6 +17,7 @@ import msgspec
 import re2
 import yaml
 
+from service.errors import PackError
 from service.l1.compiled import PatternSet, Regex, Rule, RulePack, Window
 from service.l1.engine import evaluate
 from service.l1.lint import lint_pattern
@@ -33,14 +34,6 @@ SET_SIZE = 32  # patterns per re2.Set (see _pattern_sets)
 PATTERN_MAX_MEM = 4 << 20
 # Han characters: patterns containing them go to their own sets (see _group_key).
 _HAN = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-class PackError(ValueError):
-    """A rule pack cannot be used; `problems` has one line per fault, each naming its place."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 def options(scope: Scope, *, max_mem: int = PATTERN_MAX_MEM) -> re2.Options:

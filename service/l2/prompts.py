@@ -16,6 +16,8 @@ import jinja2
 import msgspec
 import yaml
 
+from service.errors import PromptError
+
 CONTEXT_FILE = "context.md"
 QUESTIONS_FILE = "questions.yaml"
 TEAMS_FILE = "teams.yaml"
@@ -26,10 +28,6 @@ L2_FILES = (CONTEXT_FILE, QUESTIONS_FILE, FALLBACK_FILE)
 
 Kind = Literal["choice", "boolean", "score"]
 LETTERS = string.ascii_uppercase
-
-
-class PromptError(ValueError):
-    """The prompt data is missing or malformed; the message names the file and the field."""
 
 
 class Question(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

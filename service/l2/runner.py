@@ -38,7 +38,7 @@ import numpy as np
 import structlog
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from service.model_fetch import ModelError
+from service.errors import AliasError, DeadlineExceeded, RunnerError
 
 log = structlog.get_logger()
 
@@ -46,18 +46,6 @@ _TICKET_MARK = "\u2063\u2063TRIAGE-STATE\u2063\u2063"
 _QUESTION_MARK = "\u2063\u2063TRIAGE-QUESTION\u2063\u2063"
 THINK_OPEN = "<think>"
 THINK_CLOSE_BLOCK = "<think>\n\n</think>\n\n"  # an empty thinking block, appended when opened
-
-
-class RunnerError(ModelError):
-    """The model could not be loaded or a decode failed (a ModelError: the CLI maps it once)."""
-
-
-class AliasError(ValueError):
-    """An answer alias is not exactly one token of the model's vocabulary."""
-
-
-class DeadlineExceeded(RuntimeError):
-    """The per-ticket deadline passed (between decode calls or inside one, via abort)."""
 
 
 @dataclass

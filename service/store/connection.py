@@ -13,6 +13,7 @@ from pathlib import Path
 import redis
 import structlog
 
+from ..errors import RedisUnavailable
 from ..settings import Settings
 
 log = structlog.get_logger()
@@ -90,10 +91,6 @@ def start_embedded(var_dir: str | Path, port: int = EMBEDDED_PORT) -> str:
             return url
         time.sleep(0.1)
     raise RuntimeError(f"embedded redis-server did not start; see {data / 'redis.log'}")
-
-
-class RedisUnavailable(RuntimeError):
-    """No Redis to talk to; the message is one line naming where it was looked for."""
 
 
 def resolve_redis_url(settings: Settings, allow_embedded: bool = True) -> str:

@@ -166,7 +166,7 @@ class _FailsOn(LookupBackend):
         self.needle = needle
 
     def yes_probabilities(self, context, state, questions):
-        from service.audit.judge import JudgeUnavailable
+        from service.errors import JudgeUnavailable
 
         if self.needle in state:
             raise JudgeUnavailable("timeout: deadline passed")
