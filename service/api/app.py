@@ -165,12 +165,13 @@ def metrics_middleware(app: ASGIApp) -> ASGIApp:
 
 async def echo_request_id(message: Any, scope: Scope) -> None:
     """A before-send hook, so that every answer carries X-Request-ID, also a 404 or a 405 that
-    no route (and so no route middleware) saw."""
+    no route (and so no route middleware) saw; those are counted here, as route "unmatched"."""
     if message["type"] != "http.response.start":
         return
     request_id = scope.get("state", {}).get(_REQUEST_ID_STATE)
     if request_id is None:
         request_id = request_id_of(scope.get("headers", []))
+        metrics.requests_total.labels(route="unmatched", status=str(message["status"])).inc()
     headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER]
     message["headers"] = [*headers, (REQUEST_ID_HEADER, request_id.encode())]
 

@@ -161,3 +161,21 @@ def test_metrics_expose_requests_and_queue_depths(ingest, anonymous):
     assert 'triage_queue_depth{queue="yellow"}' in text
     assert "triage_stream_backlog 1.0" in text
     assert "triage_l1_seconds_count" in text
+
+
+def test_unrouted_404_and_405_are_counted_once(ingest, anonymous):
+    """No route middleware sees a path nothing serves or a method a path does not take: the
+    before-send hook counts those, and a routed answer is not counted twice."""
+    series = {
+        404: 'triage_requests_total{route="unmatched",status="404"}',
+        405: 'triage_requests_total{route="unmatched",status="405"}',
+    }
+    routed = 'triage_requests_total{route="/v1/tickets",status="202"}'
+    before = anonymous.get("/metrics").text
+    assert ingest.get("/no/such/path").status_code == 404
+    assert ingest.delete("/v1/tickets").status_code == 405
+    ingest.post("/v1/tickets", json={"body": "counted once"})
+    after = anonymous.get("/metrics").text
+    for name in series.values():
+        assert _metric(after, name) == _metric(before, name) + 1, name
+    assert _metric(after, routed) == _metric(before, routed) + 1
