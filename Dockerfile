@@ -15,10 +15,11 @@
 # GGUF; the last stage, so a plain `docker build .` gives it).
 # See docs/deploy.md.
 
-# The base is a tag, not a digest: pin it with the digest your registry serves for this tag
-# (`docker buildx imagetools inspect python:3.11-slim-bookworm`), e.g.
-# --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest>.
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# The base is pinned by digest: the tag alone would give another image tomorrow. This is the
+# multi-platform index of python:3.11-slim-bookworm (Python 3.11.16, built 2026-08-25) as the
+# official images publish it (github.com/docker-library/repo-info, repos/python/remote/).
+# To move on: `docker buildx imagetools inspect python:3.11-slim-bookworm` prints the current one.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:0bee7276f83efd4a1ee05bbbf4281d95ed28e079220a9457f25a93e3f1e3c31b
 
 # ---------------------------------------------------------------- wheels: every wheel, built once
 FROM ${PYTHON_IMAGE} AS wheels

@@ -25,6 +25,17 @@ def test_stages_build_once_and_ship_slim():
     assert STAGES["offline-bundled"].base == "offline"
 
 
+def test_every_stage_starts_from_the_base_pinned_by_digest():
+    """A tag alone moves under the build; the default base must name one image by its digest."""
+    text = h.DOCKERFILE.read_text()
+    default = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.MULTILINE)
+    assert default, "no default for ARG PYTHON_IMAGE"
+    assert re.fullmatch(r"python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", default.group(1))
+    outside = {name for name, stage in STAGES.items() if stage.base not in STAGES}
+    assert outside == {"wheels", "source", "runtime"}
+    assert all(STAGES[name].base == "${PYTHON_IMAGE}" for name in outside)
+
+
 def test_images_install_exactly_the_hash_checked_locks():
     wheels = STAGES["wheels"]
     assert wheels.args("COPY") == ["requirements/serve.txt requirements/offline.txt ./"]
