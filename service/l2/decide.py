@@ -28,7 +28,7 @@ from service.l2.answers import (
     merge_permutations,
 )
 from service.l2.prompts import Framing, Question
-from service.l2.runner import Capture, DeadlineExceeded, Readout, Runner
+from service.l2.runner import Capture, DeadlineExceeded, Prefix, Readout, Runner
 from service.results import Answer
 
 log = structlog.get_logger()
@@ -187,6 +187,74 @@ def _gbnf_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@dataclass
+class Prepared:
+    """One text, ready for the runner: the cached prefix, the ticket's tokens, each question's
+    suffix (permutation variants apart) and the alias token ids its answer is read from."""
+
+    prefix: Prefix
+    tokens: list[int]  # the (possibly truncated) text and the turn's outro
+    suffixes: dict[str, list[int]]
+    asked: dict[str, Question]  # variant name -> question as asked
+    ids: dict[str, tuple[int, ...]]
+    truncated: bool
+    tail: str
+
+
+def prepare(
+    runner: Runner,
+    state: str,
+    context: str,
+    questions: dict[str, Question],
+    framing: Framing,
+    fallback: Fallback | None = None,
+) -> Prepared:
+    """Tokenise a text and its questions; evaluate the context prefix if it is not cached."""
+    prefix_tokens, between, tail = prefix_layout(runner, context, framing)
+    prefix = runner.prefix(prefix_tokens)  # evaluated once per context (level 1)
+    asked: dict[str, Question] = {}
+    for name, question in questions.items():
+        for variant, q in variant_names(name, question):
+            asked[variant] = q
+    suffixes = {v: _suffix(runner, framing.render(q), tail) for v, q in asked.items()}
+    ids = {v: alias_ids(runner, q) for v, q in asked.items()}
+
+    # Room for the ticket: the context minus every cached prefix and the widest branch phase.
+    think = 8 if runner.think_token is not None else 0
+    branch_need = sum(len(s) + think for s in suffixes.values())
+    fb_need = 0
+    if fallback is not None:
+        fb_need = len(_suffix(runner, fallback.instruction(list(fallback.names)), tail)) + FALLBACK_MAX_TOKENS
+    outro = runner.tokenize(between)
+    budget = runner.n_ctx - runner.cached_prefix_tokens() - max(branch_need, fb_need) - len(outro) - 4
+    if budget < 16:
+        raise RuntimeError(
+            f"n_ctx={runner.n_ctx} leaves no room for the text (prefix {prefix.n}, questions {branch_need})"
+        )
+    ticket, truncated = _fit(runner.tokenize(state), budget, runner.tokenize(TRUNCATION_MARK))
+    return Prepared(prefix, ticket + outro, suffixes, asked, ids, truncated, tail)
+
+
+def read_answers(
+    p: Prepared, questions: dict[str, Question], readouts: dict[str, Readout]
+) -> tuple[dict[str, Answer], dict[str, Answer]]:
+    """Each question's answer from its readouts (option orders merged), and the per-order ones."""
+    raw: dict[str, Answer] = {}
+    for v, r in readouts.items():
+        lp = log_softmax(r.logits)
+        raw[v] = answer_from_logprobs(
+            p.asked[v], {lab: float(lp[i]) for lab, i in zip(p.asked[v].labels(), p.ids[v], strict=True)}
+        )
+    answers: dict[str, Answer] = {}
+    variants: dict[str, Answer] = {}
+    for name, question in questions.items():
+        parts = [raw[v] for v, _ in variant_names(name, question)]
+        if len(parts) > 1:
+            variants.update({v: raw[v] for v, _ in variant_names(name, question)})
+        answers[name] = merge_permutations(question, parts)
+    return answers, variants
+
+
 def decide(
     runner: Runner,
     state: str,
@@ -234,57 +302,24 @@ def _decide(
     started: float,
 ) -> Decided:
     t0 = time.perf_counter()
-    prefix_tokens, between, tail = prefix_layout(runner, context, framing)
-    prefix = runner.prefix(prefix_tokens)  # evaluated once per context (level 1)
+    p = prepare(runner, state, context, questions, framing, fallback)
     timings["prefix_ms"] = (time.perf_counter() - t0) * 1000
-
-    asked: dict[str, Question] = {}
-    for name, question in questions.items():
-        for variant, q in variant_names(name, question):
-            asked[variant] = q
-    suffixes = {v: _suffix(runner, framing.render(q), tail) for v, q in asked.items()}
-    ids = {v: alias_ids(runner, q) for v, q in asked.items()}
-
-    # Room for the ticket: the context minus every cached prefix and the widest branch phase.
-    think = 8 if runner.think_token is not None else 0
-    branch_need = sum(len(s) + think for s in suffixes.values())
-    fb_need = 0
-    if fallback is not None:
-        fb_need = len(_suffix(runner, fallback.instruction(list(fallback.names)), tail)) + FALLBACK_MAX_TOKENS
-    outro = runner.tokenize(between)
-    budget = runner.n_ctx - runner.cached_prefix_tokens() - max(branch_need, fb_need) - len(outro) - 4
-    if budget < 16:
-        raise RuntimeError(
-            f"n_ctx={runner.n_ctx} leaves no room for the text (prefix {prefix.n}, questions {branch_need})"
-        )
-    ticket, truncated = _fit(runner.tokenize(state), budget, runner.tokenize(TRUNCATION_MARK))
 
     t0 = time.perf_counter()
     if mode == "fused":  # levels 2 and 3 in the same decode calls (see Runner.open_and_ask)
-        st, readouts = runner.open_and_ask(prefix, ticket + outro, suffixes, deadline)
+        st, readouts = runner.open_and_ask(p.prefix, p.tokens, p.suffixes, deadline)
         timings["state_and_questions_ms"] = (time.perf_counter() - t0) * 1000
     else:
-        st = runner.open_state(prefix, ticket + outro, deadline)  # level 2
+        st = runner.open_state(p.prefix, p.tokens, deadline)  # level 2
         timings["state_ms"] = (time.perf_counter() - t0) * 1000
         t0 = time.perf_counter()
-        readouts = runner.ask(st, suffixes, mode=mode, deadline=deadline)  # level 3
+        readouts = runner.ask(st, p.suffixes, mode=mode, deadline=deadline)  # level 3
         timings["questions_ms"] = (time.perf_counter() - t0) * 1000
 
     features = hidden_features(readouts, st.pooled)
-    raw: dict[str, Answer] = {}
-    for v, r in readouts.items():
-        lp = log_softmax(r.logits)
-        raw[v] = answer_from_logprobs(
-            asked[v], {lab: float(lp[i]) for lab, i in zip(asked[v].labels(), ids[v], strict=True)}
-        )
-    answers: dict[str, Answer] = {}
-    variants: dict[str, Answer] = {}
-    for name, question in questions.items():
-        parts = [raw[v] for v, _ in variant_names(name, question)]
-        if len(parts) > 1:
-            variants.update({v: raw[v] for v, _ in variant_names(name, question)})
-        answers[name] = merge_permutations(question, parts)
+    answers, variants = read_answers(p, questions, readouts)
     tokens = st.tokens_evaluated + sum(r.tokens for r in readouts.values())
+    truncated, tail = p.truncated, p.tail
 
     method = "logits"
     reason = None

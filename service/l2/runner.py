@@ -112,38 +112,43 @@ class Capture:
 class _Collector:
     """Receives layer outputs from the eval callback during one llama_decode call.
 
-    `pool_rows` are the batch rows whose states are summed (the ticket's tokens), `out_rows` the
+    `groups` gives, per batch row, the ticket whose mean it adds to (-1: none), `out_rows` the
     rows kept as they are (answer positions); both index the decode call's batch, which
     llama.cpp evaluates as one micro-batch in order (n_ubatch == n_batch, unified KV cache).
+    Several tickets share a call when the worker batches them (Runner.open_and_ask_many).
     """
 
     def __init__(self, capture: Capture, n_embd: int) -> None:
         self.capture = capture
         self.names = {f"l_out-{n}".encode(): n for n in capture.layers}
-        self.sums = {n: np.zeros(n_embd, dtype=np.float64) for n in capture.pooled}
-        self.count = 0
-        self.pool_rows: np.ndarray | None = None
+        self.sums: dict[int, dict[int, np.ndarray]] = {}  # ticket -> layer -> sum over its tokens
+        self.counts: dict[int, int] = {}
+        self.rows_of: dict[int, np.ndarray] = {}  # ticket -> its rows in the current call
         self.out_rows: list[int] = []
         self.outputs: dict[int, np.ndarray] = {}  # layer -> (len(out_rows), n_embd)
         self.n_embd = n_embd
 
-    def begin(self, pool_rows: np.ndarray | None, out_rows: list[int]) -> None:
-        self.pool_rows = pool_rows if pool_rows is not None and len(pool_rows) else None
+    def begin(self, groups: np.ndarray, out_rows: list[int]) -> None:
+        self.rows_of = {int(g): np.flatnonzero(groups == g) for g in np.unique(groups[groups >= 0])}
+        for g, rows in self.rows_of.items():
+            self.counts[g] = self.counts.get(g, 0) + len(rows)
         self.out_rows = out_rows
         self.outputs = {}
-        if self.pool_rows is not None:
-            self.count += len(self.pool_rows)
 
     def take(self, layer: int, rows: np.ndarray) -> None:
-        if self.pool_rows is not None and layer in self.sums:
-            self.sums[layer] += rows[self.pool_rows].sum(axis=0, dtype=np.float64)
+        if layer in self.capture.pooled:
+            for g, mine in self.rows_of.items():
+                sums = self.sums.setdefault(
+                    g, {n: np.zeros(self.n_embd, dtype=np.float64) for n in self.capture.pooled}
+                )
+                sums[layer] += rows[mine].sum(axis=0, dtype=np.float64)
         if self.out_rows and layer in self.capture.answers:
             self.outputs[layer] = rows[self.out_rows].copy()
 
-    def pooled(self) -> dict[int, np.ndarray]:
-        if not self.count:
+    def pooled(self, ticket: int = 0) -> dict[int, np.ndarray]:
+        if not self.counts.get(ticket):
             return {}
-        return {n: (s / self.count).astype(np.float32) for n, s in self.sums.items()}
+        return {n: (s / self.counts[ticket]).astype(np.float32) for n, s in self.sums[ticket].items()}
 
 
 class ChatTemplate:
@@ -438,12 +443,13 @@ class Runner:
         embeddings: bool = False,
         deadline: float | None = None,
         pooled: int = 0,
+        groups: np.ndarray | None = None,
     ) -> list[int]:
         """Decode (token, pos, seq, output) entries in n_batch chunks; returns output indices.
 
         Output indices refer to the last chunk: callers put every output in one final call.
         The first `pooled` entries are the ticket's tokens, whose layer states a capture
-        averages.
+        averages; `groups` says instead, per entry, which ticket's mean it adds to (-1: none).
         """
         L = _lib()
         out_index: list[int] = []
@@ -469,8 +475,10 @@ class Runner:
                     out_index.append(i)
             batch.n_tokens = len(chunk)
             if self._collector is not None:
-                pool_rows = np.arange(max(0, min(pooled - start, len(chunk))))
-                self._collector.begin(pool_rows, out_index)
+                if groups is None:
+                    groups = np.full(len(entries), -1)
+                    groups[:pooled] = 0
+                self._collector.begin(groups[start : start + len(chunk)], out_index)
             self._deadline = deadline
             try:
                 rc = L.llama_decode(self._ctx, batch)
@@ -557,8 +565,8 @@ class Runner:
     def _start_capture(self) -> None:
         self._collector = _Collector(self.capture, self.n_embd) if self.capture else None
 
-    def _pooled(self) -> dict[int, np.ndarray]:
-        return self._collector.pooled() if self._collector is not None else {}
+    def _pooled(self, ticket: int = 0) -> dict[int, np.ndarray]:
+        return self._collector.pooled(ticket) if self._collector is not None else {}
 
     def _answer_layers(self, k: int) -> dict[int, np.ndarray]:
         """Layer states of the k-th output of the last decode call."""
@@ -625,6 +633,66 @@ class Runner:
         for seq in seqs.values():
             self._rm(seq)
         return state, out
+
+    def open_and_ask_many(
+        self, prefix: Prefix, tickets: list[tuple[list[int], dict[str, list[int]]]], deadline: float | None = None
+    ) -> list[tuple[dict[int, np.ndarray], dict[str, Readout]]]:
+        """Mode "fused" for several tickets in the same decode calls (cross-ticket batching).
+
+        Each ticket gets one sequence per question, branching from the shared prefix; its tokens
+        belong to all of them at once, as in open_and_ask. Every ticket's answer positions are
+        read in one final call. No ticket sequence is kept (a ticket that needs the generated
+        fallback is asked again alone). Returns, per ticket, its pooled layer means and readouts.
+        """
+        L = _lib()
+        wanted = sum(len(suffixes) for _, suffixes in tickets)
+        seq_pool = [self._state_seq, *self._branch_seqs]
+        if wanted > len(seq_pool):
+            raise RunnerError(f"{wanted} question sequences but only {len(seq_pool)} (raise n_seq_max)")
+        self.close_state()
+        free = iter(seq_pool)
+        seqs = [{name: next(free) for name in suffixes} for _, suffixes in tickets]
+        entries: list[tuple[int, int, Any, bool]] = []
+        groups: list[int] = []
+        for j, (tokens, _) in enumerate(tickets):
+            owners = tuple(seqs[j].values())
+            entries += [(t, prefix.n + i, owners, False) for i, t in enumerate(tokens)]
+            groups += [j] * len(tokens)
+        for j, (tokens, suffixes) in enumerate(tickets):
+            n_past = prefix.n + len(tokens)
+            body = [(t, n_past + i, seqs[j][n], False) for n in suffixes for i, t in enumerate(suffixes[n][:-1])]
+            entries += body
+            groups += [-1] * len(body)
+        last = [
+            (suffixes[n][-1], prefix.n + len(tokens) + len(suffixes[n]) - 1, seqs[j][n], True)
+            for j, (tokens, suffixes) in enumerate(tickets)
+            for n in suffixes
+        ]
+        try:
+            for owned in seqs:
+                for seq in owned.values():
+                    L.llama_memory_seq_cp(self._mem, prefix.seq, seq, -1, -1)
+            self._start_capture()
+            self._decode(entries, deadline=deadline, groups=np.asarray(groups))
+            pooled = [self._pooled(j) for j in range(len(tickets))]
+            idx = self._decode(last, embeddings=True, deadline=deadline)
+            out: list[tuple[dict[int, np.ndarray], dict[str, Readout]]] = []
+            k = 0
+            for j, (tokens, suffixes) in enumerate(tickets):
+                readouts = {}
+                for n in suffixes:
+                    readouts[n] = Readout(
+                        self._logits(idx[k]), self._hidden(idx[k]), len(suffixes[n]), layers=self._answer_layers(k)
+                    )
+                    k += 1
+                for n in suffixes:
+                    if self._opened_thinking(readouts[n]):
+                        pos = prefix.n + len(tokens) + len(suffixes[n])
+                        readouts[n] = self._close_thinking(seqs[j][n], pos, readouts[n], deadline)
+                out.append((pooled[j], readouts))
+            return out
+        finally:
+            self.close_state()
 
     def _read_answers(
         self, suffixes: dict[str, list[int]], seqs: dict[str, int], n_past: int, deadline: float | None
