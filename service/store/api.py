@@ -7,6 +7,8 @@ from typing import Any
 import msgspec
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from ..errors import QueueFull
 from ..results import Decision
@@ -55,8 +57,16 @@ class AsyncStore:
     @classmethod
     def connect(cls, redis_url: str, settings: Any) -> AsyncStore:
         """A store on its own connection pool, with the API's timeouts; close with aclose()."""
+        # A pooled connection that Redis dropped (a restart, a failover) fails on first use:
+        # reconnect and send again instead of answering 503. Only a refused or broken
+        # connection is retried, never a timeout, after which the command may have run.
         client = aioredis.Redis.from_url(
-            redis_url, socket_timeout=2.0, socket_connect_timeout=2.0, health_check_interval=10
+            redis_url,
+            socket_timeout=2.0,
+            socket_connect_timeout=2.0,
+            health_check_interval=10,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+            retry_on_error=[redis.ConnectionError],
         )
         return cls(
             client,
