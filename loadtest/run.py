@@ -42,6 +42,8 @@ sys.path.insert(0, str(HERE))
 import harness  # noqa: E402
 import plots  # noqa: E402
 
+from service.l2.classifier import DEFAULT_MODE  # noqa: E402
+
 TARGETS = {"accept_p99_ms": 50.0, "server_errors": 0, "lost": 0}
 
 
@@ -354,7 +356,9 @@ def render_markdown(report: dict[str, Any], pictures: list[str] | tuple[str, ...
         "",
         f"At {cap['per_worker']} tickets/min per worker: "
         + ", ".join(f"{k} tickets/min need {v} worker(s)" for k, v in report["sizing"]["workers_for"].items())
-        + ".",
+        + f"; 1,000 tickets an hour need {report['sizing'].get('workers_per_1000_tickets_per_hour')}. "
+        f"Workers decode in mode {cfg.get('l2_mode', 'fused')}, {cfg.get('tickets_per_decode', 1)} ticket(s) "
+        "per decode call.",
         "",
         f"Raw samples and Locust's CSVs: `{report['workdir']}`.",
     ]
@@ -431,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
                 "workers": args.workers,
                 "threads": args.threads,
                 "model_size": args.model_size,
+                # what produced the worker's throughput: the decode mode and one ticket at a time
+                # (cross-ticket batching is measured by `triage bench --only batching`, not shipped)
+                "l2_mode": DEFAULT_MODE,
+                "tickets_per_decode": 1,
                 "drain_s": args.drain,
                 "bound": args.bound,
                 "corpus": str(args.corpus),
@@ -446,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             "backpressure": bp,
             "sizing": {
                 "workers_for": {str(n): workers_needed(n, per_worker) for n in (10, 30, 60, 120, 300)},
+                # a helpdesk counts its traffic per hour: 1,000 tickets an hour is 16.7 a minute
+                "workers_per_1000_tickets_per_hour": workers_needed(1000 / 60, per_worker),
                 "drain_minutes": None if not per_worker else round(remaining / (per_worker * args.workers), 1),
             },
             "samples": sampler.samples,

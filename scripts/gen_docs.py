@@ -480,8 +480,35 @@ def sizing() -> str:
         f"| tickets per minute | workers at the image's {image:.0f} a minute, plus one spare |",
         "|---:|---:|",
         *(f"| {traffic} | {math.ceil(traffic / image)} + 1 |" for traffic in SIZING_TRAFFIC),
+        f"| 1,000 an hour ({1000 / 60:.1f}) | {math.ceil(1000 / 60 / image)} + 1 |",
+        "",
+        f"Both figures are for one ticket per decode call in mode `{bench.get('mode', 'fused')}`; cross-ticket "
+        f"batching (docs/l2.md): {_json('bench/results.json')['batching']['decision']}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def batching() -> str:
+    run = _json("bench/results.json")["batching"]
+    ks = list(run["mean_tickets_per_minute"])
+    rows = [
+        "| tickets per decode call (k) | " + " | ".join(ks) + " |",
+        "|---|" + "---:|" * len(ks),
+        "| tickets per minute, each round | "
+        + " | ".join(" / ".join(f"{x:.1f}" for x in run["tickets_per_minute"][k]) for k in ks)
+        + " |",
+        "| against k = 1 | " + " | ".join(f"{run['ratio_to_k1'][k]:.2f}×" for k in ks) + " |",
+        "| largest probability difference against k = 1 | – | "
+        + " | ".join(f"{run['max_probability_difference_vs_k1'][k]:.3f}" for k in ks[1:])
+        + " |",
+        "",
+        f"{run['tickets']} dev tickets, {run['questions_per_ticket']} questions each, {run['rounds']} rounds "
+        f"(the order of k reversed in the second); a lone ticket took {run['lone_ticket_p50_ms'] / 1000:.1f} s "
+        "(median). "
+        f"Measured {run['created_at'][:10]} on {run['machine']['cores']} cores ({run['machine']['cpu']}); "
+        f"{run['other_load']}. **Decision: {run['decision']}.**",
+    ]
+    return "\n".join(rows) + "\n"
 
 
 # L1 benches kept beside a change to the pack or the engine, in the order they were taken; what
@@ -522,6 +549,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-l2-runs": bench_l2_runs,
     "loadtest-runs": loadtest_runs,
     "sizing": sizing,
+    "batching": batching,
     "l1-bench-runs": l1_bench_runs,
 }
 

@@ -21,7 +21,7 @@ from tests.l2.support import MODEL, shared_classifier
 
 pytestmark = pytest.mark.model
 
-BOUND = 0.02  # probability; thresholds sit on a grid of 0.01 and above
+BOUND = 0.03  # probability: the batch-shape noise the bench measures between modes (docs/l2.md)
 
 
 def texts() -> list[str]:
