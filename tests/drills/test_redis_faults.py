@@ -69,6 +69,7 @@ class Helpdesk:
 
     def close(self) -> None:
         self.server.shutdown()
+        self.server.server_close()  # the listening socket: left open, it warns whenever it is collected
 
 
 def _store_results(stack: harness.Stack, store: WorkerStore, hooks: list[str]) -> list[str]:
@@ -145,6 +146,7 @@ def test_callbacks_pending_across_a_redis_restart(tmp_path):
         sender.close()
         thread.join(timeout=10)
         helpdesk.close()
+        client.close()
         duplicates = {k: v for k, v in helpdesk.seen.items() if v > 1}
         lost = set(ids) - set(helpdesk.seen) - set(dead)
         print(
