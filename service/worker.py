@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 import redis
 import structlog
@@ -21,7 +22,7 @@ from . import metrics
 from .pipeline import combine, unavailable
 from .results import L1Result, L2Result, ModelInfo, Timings, ticket_text
 from .settings import Settings
-from .store import Delivery, Keys, WorkerStore
+from .store import Delivery, Heartbeat, Keys, WorkerCalibration, WorkerStore
 
 log = structlog.get_logger()
 
@@ -58,25 +59,26 @@ class Worker:
         self.processed = 0
 
     # --- heartbeat: /readyz and the console read it
-    def heartbeat_payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "worker": self.consumer,
-            "pid": os.getpid(),
-            "at": time.time(),
-            "model": self.classifier.model_info.name,
-            "sha256": self.classifier.model_info.sha256,
-            "prompt_sha": self.classifier.prompt_sha,
-            "processed": self.processed,
-        }
+    def heartbeat(self) -> Heartbeat:
+        calibration = None
         if self.calibration_watcher is not None and hasattr(self.calibration_watcher, "status"):
-            payload["calibration"] = self.calibration_watcher.status()
-        return payload
+            calibration = msgspec.convert(self.calibration_watcher.status(), WorkerCalibration)
+        return Heartbeat(
+            worker=self.consumer,
+            pid=os.getpid(),
+            at=time.time(),
+            model=self.classifier.model_info.name,
+            sha256=self.classifier.model_info.sha256,
+            prompt_sha=self.classifier.prompt_sha,
+            processed=self.processed,
+            calibration=calibration,
+        )
 
     def _beat(self) -> None:
         interval = max(1.0, self.settings.heartbeat_ttl_s / 3)
         while not self.stop.is_set():
             try:
-                self.store.heartbeat(self.consumer, self.heartbeat_payload(), self.settings.heartbeat_ttl_s)
+                self.store.heartbeat(self.heartbeat(), self.settings.heartbeat_ttl_s)
                 metrics.worker_heartbeat_timestamp.set(time.time())
             except redis.RedisError as error:
                 log.warning("heartbeat_failed", error=type(error).__name__)

@@ -31,7 +31,7 @@ async def readyz(state: State) -> Response[dict[str, object]]:
         except Exception:
             workers = []
     checks["workers"] = len(workers)
-    checks["models"] = sorted({w.get("model", "") for w in workers})
+    checks["models"] = sorted({w.model for w in workers})
     ready = bool(checks["redis"]) and len(workers) > 0
     return Response({"ready": ready, **checks}, status_code=200 if ready else 503)
 

@@ -26,7 +26,7 @@ from ..results import (
     is_calibrated,
     ticket_text,
 )
-from ..store import StoredTicket
+from ..store import Heartbeat, StoredTicket
 
 # Buttons of the decision form. `false_green` is the console's one-keystroke shorthand for
 # "escalate, and this green was a false green"; it is recorded as action `escalate`.
@@ -332,21 +332,21 @@ def _flag(value: Any) -> bool | None:
     return None
 
 
-def calibration_status(workers: list[Mapping[str, Any]], now: float) -> Calibration:
+def calibration_status(workers: list[Heartbeat], now: float) -> Calibration:
     """What the workers' heartbeats say about the calibration they serve with.
 
-    A heartbeat (written at `at`) may carry `calibration`: {version, age_s, stale, error} as
-    service.calibration's watcher reports it; `age_s` is as of the heartbeat, so the time since
-    is added. When workers disagree the strip says so rather than picking one.
+    A heartbeat (written at `at`) carries `calibration` as service.calibration's watcher reports
+    it; `age_s` is as of the heartbeat, so the time since is added. When workers disagree the
+    strip says so rather than picking one.
     """
     if not workers:
         return Calibration(
             state="no worker", version=None, age_s=None, detail="no worker heartbeat: nothing is being triaged"
         )
-    known = [(w, w["calibration"]) for w in workers if isinstance(w.get("calibration"), Mapping)]
+    known = [(w, w.calibration) for w in workers if w.calibration is not None]
     if not known:
         return Calibration(state="unknown", version=None, age_s=None, detail="workers do not report their calibration")
-    versions = sorted({str(c.get("version")) for _, c in known if c.get("version")})
+    versions = sorted({c.version for _, c in known if c.version})
     if len(versions) > 1:
         return Calibration(
             state="mixed",
@@ -355,20 +355,16 @@ def calibration_status(workers: list[Mapping[str, Any]], now: float) -> Calibrat
             detail="workers serve different calibration versions",
         )
     beat, report = known[0]
-    age = _number(report.get("age_s"))
-    if age is not None:
-        age += max(0.0, now - (_number(beat.get("at")) or now))
-    elif _number(report.get("created_at")):
-        age = now - float(report["created_at"])
-    detail = next((str(c.get(k)) for _, c in known for k in ("error", "reason") if c.get(k)), None)
-    if any(_flag(c.get("stale")) for _, c in known):
+    age = None if report.age_s is None else report.age_s + max(0.0, now - beat.at)
+    detail = next((c.error for _, c in known if c.error), None)
+    if any(c.stale for _, c in known):
         state = "stale"
     else:
         state = "current" if versions else "uncalibrated"
     return Calibration(state=state, version=versions[0] if versions else None, age_s=age, detail=detail)
 
 
-def status_strip(gauges: Mapping[str, Any], workers: list[Mapping[str, Any]], now: float) -> Status:
+def status_strip(gauges: Mapping[str, Any], workers: list[Heartbeat], now: float) -> Status:
     """AsyncStore.gauges() + AsyncStore.workers() → the strip at the top of every page."""
     audit = gauges.get("audit") or {}
     last_run = _number(audit.get("last_run"))

@@ -1,8 +1,8 @@
 """Everything the service keeps in Redis, and the only code that talks to Redis.
 
 - `keys`: every key, stream and group, with what it holds and its expiry (the data model).
-- `records`: the stored records, typed: `StoredTicket` (the ticket hash), the audit's queued
-  entries and checks, the hidden-state codec.
+- `records`: the stored records, typed: `StoredTicket` (the ticket hash), `Heartbeat` (a live
+  worker), the audit's queued entries and checks, the hidden-state blob.
 - `scripts`: the Lua scripts that make accept, store-result and decide atomic.
 - `api`: `AsyncStore`, the API's side (accept, read, queues and positions, decide, gauges).
 - `worker`: `WorkerStore`, a worker's side (claim, mark, store the result, dead-letter, beat).
@@ -22,7 +22,7 @@ from .audit import AuditStore, RedisVerdictCache
 from .callbacks import CallbackEntry, CallbackPayload, CallbackStore
 from .keys import QUEUES, WORKER_GROUP, Keys, Queue
 from .reads import DecisionEntry, decisions_since, load_features, load_ticket
-from .records import StoredTicket, decode_features, encode_features
+from .records import Heartbeat, StoredTicket, WorkerCalibration, decode_features, encode_features
 from .worker import Delivery, WorkerStore
 
 __all__ = [
@@ -37,11 +37,13 @@ __all__ = [
     "DecideOutcome",
     "DecisionEntry",
     "Delivery",
+    "Heartbeat",
     "Keys",
     "Position",
     "Queue",
     "RedisVerdictCache",
     "StoredTicket",
+    "WorkerCalibration",
     "WorkerStore",
     "decisions_since",
     "decode_features",

@@ -15,9 +15,10 @@ from ..results import Decision
 from . import scripts
 from .keys import QUEUES, WORKER_GROUP, Keys
 from .ratelimit import RedisTokenBucket
-from .records import StoredTicket, decode_hash, text
+from .records import Heartbeat, StoredTicket, decode_hash, text
 
 _encoder = msgspec.json.Encoder()
+_heartbeat_decoder = msgspec.json.Decoder(Heartbeat)
 
 
 class AcceptOutcome(msgspec.Struct, frozen=True):
@@ -195,11 +196,15 @@ class AsyncStore:
             "workers": len(workers),
         }
 
-    async def workers(self) -> list[dict[str, Any]]:
+    async def workers(self) -> list[Heartbeat]:
         """The live workers' heartbeats (see WorkerStore.heartbeat)."""
         beats = []
         async for key in self.client.scan_iter(self.keys.heartbeat_pattern(), count=100):
             raw = await self.client.get(key)
-            if raw:
-                beats.append(msgspec.json.decode(raw))
+            if not raw:
+                continue  # expired between the scan and the read
+            try:
+                beats.append(_heartbeat_decoder.decode(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # not a heartbeat this version wrote: no worker it can count on
         return beats

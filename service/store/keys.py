@@ -13,7 +13,7 @@ and several deployments can share one Redis.
 | {p}:decisions               | stream | operator decisions (field `data`: Decision JSON)          | none (the labels)|
 | {p}:deadletter              | stream | tickets that failed max_deliveries times                 | none |
 | {p}:idem:{key}              | string | "<ticket id> <payload sha256>"                            | idempotency_ttl_s|
-| {p}:heartbeat:{worker}      | string | JSON {model, sha256, pid, at}                             | heartbeat_ttl_s |
+| {p}:heartbeat:{worker}      | string | Heartbeat JSON: worker, model, sha256, at, calibration   | heartbeat_ttl_s |
 | {p}:callbacks               | stream | callbacks to deliver (field `id`)                         | trimmed |
 | {p}:callbacks:dead          | stream | callbacks that failed every attempt                       | none |
 | {p}:results                 | stream | ids of finished tickets, newest last (audit sampling)     | trimmed ~100k |

@@ -1,4 +1,5 @@
-"""What is stored in Redis, typed: the ticket hash, the hidden-state blob, the audit's records.
+"""What is stored in Redis, typed: the ticket hash, the worker heartbeat, the hidden-state blob,
+the audit's records.
 
 Each record has one encoder and one decoder, here. A module that reads a stored ticket gets a
 `StoredTicket`, never a hash of strings to parse again.
@@ -111,6 +112,32 @@ class StoredTicket(msgspec.Struct, kw_only=True):
             error=h.get("error"),
             decision=_decision_decoder.decode(h["decision"]) if "decision" in h else None,
         )
+
+
+# --- a live worker ({p}:heartbeat:{worker}) -----------------------------------------------------
+
+
+class WorkerCalibration(msgspec.Struct, frozen=True):
+    """The calibration a worker serves with, as its watcher reports it
+    (service.calibration.CalibrationWatcher.status)."""
+
+    version: str | None = None
+    age_s: float | None = None  # the artifact's age when the heartbeat was written
+    stale: bool = False
+    error: str | None = None
+
+
+class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A live worker and what it serves with; /readyz and the console's status strip read it."""
+
+    worker: str
+    pid: int
+    at: float  # when it was written (unix time)
+    model: str
+    sha256: str
+    prompt_sha: str
+    processed: int = 0
+    calibration: WorkerCalibration | None = None  # None: the worker has no calibration watcher
 
 
 # --- the audit's records ({p}:audit:queued, {p}:audit:green_checks) -----------------------------

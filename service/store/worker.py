@@ -17,7 +17,7 @@ from ..results import TriageResult
 from . import scripts
 from .keys import WORKER_GROUP, Keys
 from .reads import load_ticket
-from .records import StoredTicket, encode_features, text
+from .records import Heartbeat, StoredTicket, encode_features, text
 
 _encoder = msgspec.json.Encoder()
 
@@ -162,9 +162,9 @@ class WorkerStore:
         )
         return bool(failed)
 
-    def heartbeat(self, consumer: str, payload: dict[str, Any], ttl_s: int) -> None:
-        """{p}:heartbeat:{worker}: JSON the API's /readyz and the console read (AsyncStore.workers)."""
-        self.client.set(self.keys.heartbeat(consumer), msgspec.json.encode(payload), ex=ttl_s)
+    def heartbeat(self, beat: Heartbeat, ttl_s: int) -> None:
+        """{p}:heartbeat:{worker}: what the API's /readyz and the console read (AsyncStore.workers)."""
+        self.client.set(self.keys.heartbeat(beat.worker), _encoder.encode(beat), ex=ttl_s)
 
     def clear_heartbeat(self, consumer: str) -> None:
         self.client.delete(self.keys.heartbeat(consumer))

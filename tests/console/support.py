@@ -12,7 +12,7 @@ import redis
 
 from service.pipeline import combine
 from service.results import Answer, L2Result, ModelInfo, Timings
-from service.store import Delivery, Keys, WorkerStore
+from service.store import AuditStore, Delivery, Heartbeat, Keys, WorkerCalibration, WorkerStore
 from tests.support import REDIS_URL
 
 RULES = Path(__file__).parent / "rules"
@@ -132,23 +132,23 @@ def finish(prefix: str, ticket_id: str, level: str, queue: str | None = None, **
 
 
 def seed_status(prefix: str, calibration: dict | None = None, audit: dict | None = None) -> None:
-    """A worker heartbeat (as service.worker writes it) and an audit state (as the audit job does)."""
+    """A worker heartbeat (written through the store, as service.worker does) and an audit state
+    (as the audit job does)."""
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        beat = {
-            "worker": "w1",
-            "pid": 1,
-            "at": time.time(),
-            "model": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            "sha256": "0" * 64,
-            "prompt_sha": "p" * 64,
-            "processed": 12,
-        }
-        if calibration is not None:
-            beat["calibration"] = calibration
-        client.set(f"{prefix}:heartbeat:w1", msgspec.json.encode(beat), ex=120)
+        beat = Heartbeat(
+            worker="w1",
+            pid=1,
+            at=time.time(),
+            model="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            sha256="0" * 64,
+            prompt_sha="p" * 64,
+            processed=12,
+            calibration=None if calibration is None else msgspec.convert(calibration, WorkerCalibration),
+        )
+        WorkerStore(client, Keys(prefix), result_ttl_s=3600).heartbeat(beat, ttl_s=120)
         if audit:
-            client.hset(f"{prefix}:audit:state", mapping=audit)
+            AuditStore(client, Keys(prefix)).publish_state(audit)
     finally:
         client.close()
 

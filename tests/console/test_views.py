@@ -31,7 +31,7 @@ from service.results import (
     is_calibrated,
     ticket_text,
 )
-from service.store import StoredTicket
+from service.store import Heartbeat, StoredTicket, WorkerCalibration
 
 
 def _hit(rule: str, start: int, end: int, level: str = "red") -> RuleHit:
@@ -326,7 +326,7 @@ def test_status_strip_reads_gauges_and_audit_state():
         "workers": 1,
         "audit": {"kappa": "0.81", "gating": "1", "false_green_rate": "0.004", "last_run": "1000"},
     }
-    status = status_strip(gauges, [{"worker": "w1"}], now=4600.0)
+    status = status_strip(gauges, [_beat(worker="w1")], now=4600.0)
     assert status.queues == {"yellow": 4, "red": 2, "audit": 0}
     assert status.backlog == 7 and status.workers == 1
     assert status.audit.kappa == 0.81 and status.audit.gating is True
@@ -339,35 +339,33 @@ def test_status_strip_without_audit_says_nothing_is_known():
     assert status.calibration.state == "no worker"
 
 
-# The heartbeat shape: service.worker heartbeat_payload() with the watcher's status().
+def _beat(at: float = 1500.0, calibration: WorkerCalibration | None = None, worker: str = "w") -> Heartbeat:
+    return Heartbeat(
+        worker=worker, pid=1, at=at, model="m.gguf", sha256="0" * 64, prompt_sha="p", calibration=calibration
+    )
+
+
 @pytest.mark.parametrize(
     "workers, state, version, age",
     [
-        ([{"worker": "w", "at": 1490.0}], "unknown", None, None),
+        ([_beat(at=1490.0)], "unknown", None, None),
         (
-            [
-                {
-                    "at": 1490.0,
-                    "calibration": {"version": "20261101T000000Z-ab", "age_s": 490.0, "stale": False, "error": None},
-                }
-            ],
+            [_beat(at=1490.0, calibration=WorkerCalibration(version="20261101T000000Z-ab", age_s=490.0))],
             "current",
             "20261101T000000Z-ab",
             500.0,
         ),
+        ([_beat(calibration=WorkerCalibration(version="v1", age_s=500.0, stale=True))], "stale", "v1", 500.0),
+        ([_beat(calibration=WorkerCalibration())], "uncalibrated", None, None),
         (
-            [{"at": 1500.0, "calibration": {"version": "v1", "age_s": 500.0, "stale": True, "error": None}}],
-            "stale",
-            "v1",
-            500.0,
-        ),
-        (
-            [{"at": 1500.0, "calibration": {"version": None, "age_s": None, "stale": False, "error": None}}],
-            "uncalibrated",
-            None,
+            [
+                _beat(calibration=WorkerCalibration(version="v1"), worker="a"),
+                _beat(calibration=WorkerCalibration(version="v2"), worker="b"),
+            ],
+            "mixed",
+            "v1, v2",
             None,
         ),
-        ([{"calibration": {"version": "v1"}}, {"calibration": {"version": "v2"}}], "mixed", "v1, v2", None),
     ],
 )
 def test_calibration_status_from_heartbeats(workers, state, version, age):
@@ -377,17 +375,7 @@ def test_calibration_status_from_heartbeats(workers, state, version, age):
 
 def test_calibration_status_keeps_the_error():
     calibration = calibration_status(
-        [
-            {
-                "calibration": {
-                    "version": None,
-                    "age_s": None,
-                    "stale": True,
-                    "error": "artifact was fitted for another model",
-                }
-            }
-        ],
-        now=0.0,
+        [_beat(calibration=WorkerCalibration(stale=True, error="artifact was fitted for another model"))], now=0.0
     )
     assert calibration.state == "stale"
     assert calibration.detail == "artifact was fitted for another model"
