@@ -1,7 +1,8 @@
 """`triage rules …`: check a pack, explain a text, report L1 on a labelled set.
 
 `register(subparsers)` adds the `rules` command; every sub-command sets `func(args) -> int`
-on the parsed namespace (0 ok, 1 failure) for service/cli.py to call.
+on the parsed namespace (0 ok, 1 failure, 2 an invalid setting) for service/cli.py to call;
+the settings (only needed without a pack path) come from `settings_or_exit`.
 """
 
 from __future__ import annotations
@@ -69,10 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _rules_path(given: str | None) -> str:
     if given:
-        return given
-    from service.settings import load_settings
+        return given  # a pack named on the command line needs no settings
+    from service.settings import settings_or_exit
 
-    return load_settings().rules_dir
+    return settings_or_exit("triage rules").rules_dir
 
 
 def _load(given: str | None) -> RulePack | None:

@@ -6,6 +6,7 @@ import argparse
 import json
 
 import pytest
+import structlog
 
 from service.l1 import commands
 from service.l1.report import BEGIN, END
@@ -34,7 +35,20 @@ def test_check_broken_names_the_rule(tmp_path, capsys):
 
 def test_check_defaults_to_the_configured_rules_dir(monkeypatch, capsys):
     monkeypatch.setenv("TRIAGE_RULES_DIR", str(RULES))
-    assert run("rules", "check") == 0
+    try:
+        assert run("rules", "check") == 0
+    finally:
+        structlog.reset_defaults()  # settings_or_exit configured logging for the whole process
+
+
+def test_an_invalid_setting_is_one_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setenv("TRIAGE_RESULT_TTL_S", "0")
+    with pytest.raises(SystemExit) as exit_:
+        run("rules", "check")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "triage rules: invalid setting: TRIAGE_RESULT_TTL_S: expected int >= 60, got 0"
+    )
 
 
 def test_explain_shows_rules_and_where(capsys):
