@@ -44,11 +44,12 @@ def free_port() -> int:
 
 
 def default_corpus() -> Path:
-    """The public corpus: /work/shared locally, ../shared beside a CI clone."""
+    """The public corpus: TRIAGE_LT_CORPUS, else TRIAGE_CORPUS, else ../shared beside the checkout
+    (the settings' default)."""
     for candidate in (
         os.environ.get("TRIAGE_LT_CORPUS"),
+        os.environ.get("TRIAGE_CORPUS"),
         ROOT.parent / "shared" / "data" / "corpus" / "public-tickets.jsonl",
-        Path("/work/shared/data/corpus/public-tickets.jsonl"),
     ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)

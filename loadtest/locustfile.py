@@ -7,9 +7,10 @@ Run by loadtest/run.py (headless); it can also be run by hand against a local st
 
 Environment: TRIAGE_LT_INGEST / TRIAGE_LT_OPERATOR (bearer tokens), TRIAGE_LT_RATE (ticket POSTs
 per second over all helpdesk users), TRIAGE_LT_HELPDESK_USERS (default 10), TRIAGE_LT_CORPUS
-(JSON Lines with subject/body/language), TRIAGE_LT_OUT (where each POST's outcome is written at
-the end: JSON with the accepted ids and every latency, so the runner computes exact
-percentiles and checks that no accepted ticket is lost).
+(JSON Lines with subject/body/language; default TRIAGE_CORPUS, else ../shared beside the
+checkout), TRIAGE_LT_OUT (where each POST's outcome is written at the end: JSON with the
+accepted ids and every latency, so the runner computes exact percentiles and checks that no
+accepted ticket is lost).
 Only loopback hosts are accepted: this is a load generator.
 """
 
@@ -22,11 +23,17 @@ import random
 import threading
 import time
 import uuid
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from locust import HttpUser, constant_throughput, events, task
 
-CORPUS_PATH = os.environ.get("TRIAGE_LT_CORPUS", "/work/shared/data/corpus/public-tickets.jsonl")
+# run.py always names the corpus; by hand, the settings' default beside the checkout applies.
+CORPUS_PATH = (
+    os.environ.get("TRIAGE_LT_CORPUS")
+    or os.environ.get("TRIAGE_CORPUS")
+    or str(Path(__file__).resolve().parents[2] / "shared" / "data" / "corpus" / "public-tickets.jsonl")
+)
 RATE = float(os.environ.get("TRIAGE_LT_RATE", "50"))
 HELPDESK_USERS = int(os.environ.get("TRIAGE_LT_HELPDESK_USERS", "10"))
 OPERATOR_RATE = float(os.environ.get("TRIAGE_LT_OPERATOR_RATE", "0.5"))

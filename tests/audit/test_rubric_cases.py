@@ -26,8 +26,7 @@ from service.audit.rubric import (
     load_rubric,
 )
 from service.results import Decision
-
-DEV = Path("/work/shared/data/tickets/dev.jsonl")
+from tests.support import DEV_SET
 
 
 def test_rubric_loads_with_eliminatory_before_secondary() -> None:
@@ -152,9 +151,9 @@ def test_bundled_set_is_balanced_with_borderline_cases() -> None:
     assert any("green_on_instruction" in c.human_failed for c in cases)
 
 
-@pytest.mark.skipif(not DEV.exists(), reason="shared dev set not mounted")
+@pytest.mark.skipif(not DEV_SET.exists(), reason="shared dev set not mounted")
 def test_generator_reproduces_bundled_set() -> None:
-    rows = [json.loads(line) for line in DEV.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in DEV_SET.read_text().splitlines() if line.strip()]
     built = build_calibration_set(rows)
     bundled = [c for c in load_cases(DEFAULT_CASES_PATH) if c.kind != "operator"]
     assert built == bundled

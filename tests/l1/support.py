@@ -9,8 +9,6 @@ from service.l1.pack import RulePack, build_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules"
-DEV = Path("/work/shared/data/tickets/dev.jsonl")
-CORPUS = Path("/work/shared/data/corpus/public-tickets.jsonl")
 
 GOOD_RULE = """
   - id: demo.delete

@@ -12,7 +12,8 @@ from service.l1 import evaluate
 from service.l1.normalise import normalise
 from service.l1.pack import options
 from service.results import L1Result, ticket_text
-from tests.l1.support import CORPUS, DEV, build
+from tests.l1.support import build
+from tests.support import CORPUS, DEV_SET
 
 
 def test_result_shape_and_levels(pack):
@@ -106,7 +107,7 @@ def test_pathological_input_is_linear(pathological_pack, pack):
 
 def _texts():
     texts = []
-    for path in (DEV, CORPUS):
+    for path in (DEV_SET, CORPUS):
         if path.exists():
             with open(path, encoding="utf-8") as handle:
                 texts += [ticket_text(row.get("subject"), row["body"]) for row in map(json.loads, handle)]

@@ -2,7 +2,7 @@
 
 Level, rule ids, spans into the original text and the hit texts, on a sample of the labelled
 sets and the public corpus, on 32 KiB threads and log pastes, and on pathological input. The
-whole of the labelled sets: `python -m tests.l1.reference /work/shared/data/tickets/*.jsonl`.
+whole of the labelled sets: `python -m tests.l1.reference ../shared/data/tickets/*.jsonl` (from the project root).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from service.l1 import bench, evaluate
 from service.l1.normalise import fold_text, normalise
 from service.results import ticket_text
 from tests.l1 import reference
-from tests.l1.support import CORPUS, DEV
+from tests.support import CORPUS, DEV_SET
 
-TRAIN = DEV.with_name("train.jsonl")
+TRAIN = DEV_SET.with_name("train.jsonl")
 
 
 def _tickets(path: Path) -> list[str]:
@@ -40,7 +40,7 @@ def _assert_same(pack, texts):
 
 
 def test_labelled_and_corpus_sample(pack):
-    dev, train, corpus = _tickets(DEV), _tickets(TRAIN), _tickets(CORPUS)
+    dev, train, corpus = _tickets(DEV_SET), _tickets(TRAIN), _tickets(CORPUS)
     if not dev:
         pytest.skip("no ticket data on this machine")
     rng = random.Random(17)
@@ -48,7 +48,7 @@ def test_labelled_and_corpus_sample(pack):
 
 
 def test_long_threads_log_pastes_and_dense_worst_case(pack):
-    dev, corpus = _tickets(DEV), _tickets(CORPUS)
+    dev, corpus = _tickets(DEV_SET), _tickets(CORPUS)
     if not dev:
         pytest.skip("no ticket data on this machine")
     large = bench.synthetic_large(dev + corpus, corpus, count=6, seed=3)

@@ -14,14 +14,15 @@ from service.l1.report import (
     read_jsonl,
     targets,
 )
-from tests.l1.support import DEV, ROOT
+from tests.l1.support import ROOT
+from tests.support import DEV_SET
 
 
 @pytest.fixture(scope="module")
 def dev_measured(pack):
-    if not DEV.exists():
-        pytest.skip(f"{DEV} is not on this machine")
-    return measure(pack, read_jsonl(DEV))
+    if not DEV_SET.exists():
+        pytest.skip(f"{DEV_SET} is not on this machine")
+    return measure(pack, read_jsonl(DEV_SET))
 
 
 def test_no_green_ticket_is_raised_to_red(dev_measured):

@@ -1,0 +1,24 @@
+"""No path of a development machine in code, tests or their data: data lives where the settings
+say (TRIAGE_DEV_SET, TRIAGE_CORPUS, …) or relative to the project root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("service", "tests", "loadtest", "scripts", "deploy", "rules", "prompts")
+SUFFIXES = {".py", ".yaml", ".yml", ".toml", ".sh", ".cfg", ".ini"}
+# Spelled in two pieces so that this file does not find itself.
+NEEDLES = ("/" + "work/", "/" + "home/")
+
+
+def test_no_development_machine_path():
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in FOLDERS
+        for path in sorted((ROOT / folder).rglob("*"))
+        if path.suffix in SUFFIXES and path.is_file()
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if any(needle in line for needle in NEEDLES)
+    ]
+    assert found == []
