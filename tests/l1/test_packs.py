@@ -82,11 +82,30 @@ def test_complaints(pack, rule_id, text, should_match):
     _check(pack, rule_id, text, should_match)
 
 
-def test_red_flags_are_covered_in_every_language(pack):
-    """Each red flag has rules whose languages cover en, fr, de, es and zh."""
+# The breadth files: the red-flag vocabulary in the twelve claimed languages, one table each.
+BREADTH_FILES = (
+    "commitment_breadth.yaml",
+    "access_breadth.yaml",
+    "production_breadth.yaml",
+    "production_requests.yaml",
+)
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "text", "should_match"), [case for name in BREADTH_FILES for case in _cases(RULES / name)]
+)
+def test_breadth(pack, rule_id, text, should_match):
+    _check(pack, rule_id, text, should_match)
+
+
+CLAIMED_LANGUAGES = {"en", "fr", "de", "es", "it", "pt", "nl", "pl", "ru", "zh", "ja", "ko"}
+
+
+def test_red_flags_are_covered_in_every_claimed_language(pack):
+    """Each red flag has rules whose languages cover every language the service claims."""
     for flag in ("commitment", "destructive_or_access", "third_party_personal_data"):
         languages = {language for rule in pack.rules if rule.spec.flag == flag for language in rule.spec.languages}
-        assert languages >= {"en", "fr", "de", "es", "zh"}, flag
+        assert languages >= CLAIMED_LANGUAGES, (flag, CLAIMED_LANGUAGES - languages)
 
 
 def test_how_to_questions_on_red_topics_stay_unflagged(pack):
@@ -97,5 +116,13 @@ def test_how_to_questions_on_red_topics_stay_unflagged(pack):
         "Wie kann ich mein Passwort ändern?",
         "¿Cómo cancelo mi suscripción?",
         "请问怎么注销账号？",
+        "怎么给同事开通权限？",
+        "Come posso cambiare piano?",
+        "Como faço para mudar de plano?",
+        "Hoe kan ik van abonnement wisselen?",
+        "Jak mogę zmienić plan?",
+        "Как сменить тариф?",
+        "プランの変更方法を教えてください。",
+        "요금제 변경은 어떻게 하나요?",
     ]:
         assert evaluate(pack, text).level == "none", text
