@@ -134,7 +134,10 @@ def test_every_set_reports_exactly_what_its_patterns_report(pack):
 
 
 def test_sets_are_few_and_small(pack):
-    assert len(pack.sets) <= 20
+    # Each set is one pass over the text (~5 µs on a short ticket), but a set whose DFA outgrows
+    # SET_MAX_MEM is rebuilt on every ticket (~0.4 ms): two rule files have sets of their own for
+    # that reason (docs/l1.md, "Matching and speed"), hence 22 rather than 20.
+    assert len(pack.sets) <= 22
     assert all(len(patterns.owners) <= 32 for patterns in pack.sets)
     owned = sorted(owner for patterns in pack.sets for owner in patterns.owners)
     every = sorted((r, p) for r, rule in enumerate(pack.rules) for p in range(len(rule.patterns)))
