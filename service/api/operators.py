@@ -46,6 +46,9 @@ def queue_item(stored: StoredTicket, now: float) -> QueueItem:
     request = stored.request
     assert request is not None  # the listing skips tickets without one
     result = stored.result
+    l1 = result.l1 if result is not None else stored.l1
+    assert l1 is not None  # written with the request
+    l2 = None
     if result is not None:
         risk = result.l2.answers.get("risk")
         l2 = L2Summary(
@@ -55,32 +58,19 @@ def queue_item(stored: StoredTicket, now: float) -> QueueItem:
             red_flags=result.l2.red_flags,
             risk=risk.probabilities if risk else None,
         )
-        return QueueItem(
-            id=ticket_id,
-            level=result.final_level,
-            status=stored.status,  # type: ignore[arg-type]
-            accepted_at=accepted_at,
-            age_s=round(now - accepted_at, 3),
-            subject=request.subject,
-            category=result.category,
-            urgency=result.urgency,
-            l1=L1Summary(level=result.l1.level, rules=result.l1.rules),
-            l2=l2,
-            calibrated_fields=result.calibrated_fields,
-        )
-    l1 = stored.l1
-    assert l1 is not None  # written with the request
     return QueueItem(
         id=ticket_id,
-        level=stored.level,
+        # not triaged yet: StoredTicket.level (counts as yellow)
+        level=result.final_level if result is not None else stored.level,
         status=stored.status,  # type: ignore[arg-type]
         accepted_at=accepted_at,
         age_s=round(now - accepted_at, 3),
         subject=request.subject,
-        category=None,
-        urgency=None,
+        category=result.category if result is not None else None,
+        urgency=result.urgency if result is not None else None,
         l1=L1Summary(level=l1.level, rules=l1.rules),
-        l2=None,
+        l2=l2,
+        calibrated_fields=result.calibrated_fields if result is not None else [],
     )
 
 

@@ -160,6 +160,17 @@ def _judge(settings, args, cache=None) -> Judge:
     return Judge(backend, rubric, method=args.method, cache=cache)
 
 
+def _gating(record, judge: Judge, kappa_min: float):
+    """The gating state of this judge (model, rubric, method) against the calibration record."""
+    return gating_state(
+        record,
+        judge_model_sha256=judge.model_sha256,
+        rubric_sha256=judge.rubric.sha256,
+        method=judge.method,
+        kappa_min=kappa_min,
+    )
+
+
 def _operator_cases(settings, args) -> Path:
     return Path(args.operator_cases) if args.operator_cases else _audit_dir(settings) / "operator_cases.jsonl"
 
@@ -220,13 +231,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         png = criterion_agreement_png(record.criteria, out.with_name(out.stem + "-criteria.png"))
     except ImportError:
         png = None  # matplotlib is the offline extra's; the numbers are in the record anyway
-    state = gating_state(
-        record,
-        judge_model_sha256=judge.model_sha256,
-        rubric_sha256=judge.rubric.sha256,
-        method=judge.method,
-        kappa_min=kappa_min,
-    )
+    state = _gating(record, judge, kappa_min)
     summary_to = human_stream(args.json or None)
     _print_calibration(record, state, out, file=summary_to)
     print(f"wrote {png}" if png else "no picture: matplotlib (the offline extra) is not installed", file=summary_to)
@@ -294,13 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     judge = _judge(settings, args, cache=RedisVerdictCache(client, keys))
     record_path = Path(args.calibration) if args.calibration else _audit_dir(settings) / "calibration.json"
     record = load_record(record_path)
-    state = gating_state(
-        record,
-        judge_model_sha256=judge.model_sha256,
-        rubric_sha256=judge.rubric.sha256,
-        method=judge.method,
-        kappa_min=kappa_min,
-    )
+    state = _gating(record, judge, kappa_min)
     operator_cases = _operator_cases(settings, args)
     operator_cases.parent.mkdir(parents=True, exist_ok=True)
     report = run_audit(

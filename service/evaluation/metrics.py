@@ -187,17 +187,9 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     return out
 
 
-HALF_KEYS = (
-    "n",
-    "accuracy",
-    "false_greens",
-    "missed_reds",
-    "over_escalations",
-    "red_recall",
-    "category_accuracy",
-    "answered_automatically",
-    "greens_cleared",
-)
+# The level figures every summary leads with.
+HEADLINE = ("n", "accuracy", "false_greens", "missed_reds", "over_escalations", "red_recall")
+HALF_KEYS = HEADLINE + ("category_accuracy", "answered_automatically", "greens_cleared")
 
 
 def halves(rows: list[dict], key: str = "truth") -> tuple[set[str], set[str]]:
@@ -274,19 +266,7 @@ def green_curve(rows: list[dict], thresholds: Any, grid: tuple[float, ...] = CUR
 
 def _brief(rows: list[dict]) -> dict[str, Any]:
     s = summarize(rows)
-    out = {
-        k: s[k]
-        for k in (
-            "n",
-            "accuracy",
-            "false_greens",
-            "missed_reds",
-            "over_escalations",
-            "red_recall",
-            "ece_risk",
-            "greens_cleared",
-        )
-    }
+    out = {k: s[k] for k in HEADLINE + ("ece_risk", "greens_cleared")}
     out["l2_accuracy"] = (s["l2_only"] or {}).get("accuracy")
     out["l2_false_greens"] = (s["l2_only"] or {}).get("false_greens")
     return out
