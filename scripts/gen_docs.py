@@ -518,6 +518,8 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-stdnum.json": "python-stdnum validators, national-ID rules",
     "docs/results/bench-l1-before-breadth.json": "the same pack, back to back with the next row",
     "docs/results/bench-l1-breadth.json": "with the breadth files",
+    "docs/results/bench-l1-before-requests.json": "the 60-rule pack, back to back with the next row",
+    "docs/results/bench-l1-requests.json": "production requests, wider breadth, two files split off",
 }
 
 
