@@ -153,7 +153,8 @@ def report_command(args: argparse.Namespace) -> int:
     sets = {Path(args.data).name: measured} | {name: measure(pack, data) for name, data in extra.items()}
     languages: list[str] = []
     for name, one in sets.items():
-        old = before.get("data", {}).get(name, {}) if before is not None else None
+        # a set the earlier run did not measure gets no "before" columns rather than zeros
+        old = before.get("data", {}).get(name) if before is not None else None
         languages += render_languages(name, one, old) + [""]
     if args.json:
         result = {

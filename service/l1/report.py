@@ -130,7 +130,7 @@ def render_languages(name: str, measured: Measured, before: dict[str, Any] | Non
         for key in total:
             total[key] += row[key]
             total_old[key] += old.get(language, {}).get(key, 0)
-        lines.append(_language_row(language, row, old.get(language) if before is not None else None))
+        lines.append(_language_row(language, row, old.get(language, {}) if before is not None else None))
     lines.append(_language_row("**all**", total, total_old if before is not None else None))
     fired = measured.greens_fired
     lines += [

@@ -155,6 +155,17 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
     assert "| en | 1/1 (100%) | 0/1 | 1/1 (100%) | 0/1 |" in out
     assert "Green tickets a rule fired on: A4 (yellow" in out
 
+    # a set the earlier run did not measure: no "before" columns; a language it lacked: "–"
+    more = tmp_path / "more.jsonl"
+    _write_rows(more, rows[:1] + [{**rows[0], "id": "A9", "language": "fr"}])
+    run("rules", "report", "--rules", str(RULES), "--data", str(data), "--also", str(more), "--before", str(first))
+    out = capsys.readouterr().out
+    table = out[out.index("#### `more.jsonl`") : out.index("Green tickets", out.index("#### `more.jsonl`"))]
+    assert "before:" not in table and "| en | 1/1 (100%) | 0/0 |" in table
+    start = out.index("#### `dev.jsonl`")
+    lines = [line for line in out[start : out.index("Green tickets", start)].splitlines() if line.startswith("| ")]
+    assert len({line.count("|") for line in lines}) == 1  # every row as wide as the head
+
 
 def test_report_refuses_an_unknown_part(tmp_path, capsys):
     data = tmp_path / "dev.jsonl"
