@@ -68,13 +68,15 @@ recalibrate: setup
 	$(BIN)/triage recalibrate $(SOURCES)
 
 # The measurements behind the calibration's choices (docs/results.md, "Features" on): features
-# fitted on train and graded on the others, each source graded by a fit on the others, and the
-# learning curve. Reads the replay cache that `make recalibrate` fills.
+# fitted on train and graded on the others, each source graded by a fit on the others, the
+# learning curve, and the question framing against `turn_end: once` (docs/l2.md). Reads the replay
+# cache that `make recalibrate` fills; the second framing has a cache of its own.
 study: setup
 	$(BIN)/triage study features $(STUDY_DATA) --train train --json docs/results/study-features.json
 	$(BIN)/triage study sources $(STUDY_DATA) --json docs/results/study-sources.json
 	$(BIN)/triage study sources $(STUDY_DATA) --gate none --json docs/results/study-sources-nogate.json
 	$(BIN)/triage study curve $(STUDY_DATA) --train train+public-style --json docs/results/learning-curve.json --plot docs/img/learning-curve.png
+	TRIAGE_CALIBRATION_MIN_PER_CLASS=10 $(BIN)/triage study framing --data dev=$(TICKETS)/dev.jsonl $(if $(wildcard $(PUBLIC)),--data public-style=$(PUBLIC)) --json docs/results/framing.json
 	$(BIN)/python scripts/gen_docs.py
 
 audit: setup

@@ -244,8 +244,9 @@ def served_sources() -> str:
     u = report["unlabelled"]
     note = (
         "L1 + L2 + max as served (`triage study served`: the replayed answers and hidden states with the "
-        "artifact applied by serving's own functions). "
-        f"On the {u['n']} unlabelled public tickets the bundled artifact `{u['artifact']}` answers {u['green']} "
+        "artifact applied by serving's own functions), rules_sha "
+        + ", ".join(sorted({f"`{run['report']['rules_sha'][:8]}`" for run in report["runs"]}))
+        + f". On the {u['n']} unlabelled public tickets the bundled artifact `{u['artifact']}` answers {u['green']} "
         f"automatically (yellow {u['yellow']}, red {u['red']}, held back by the gate {u['held_back_by_gate']}). "
         + _source(path)
     )
@@ -511,6 +512,49 @@ def batching() -> str:
     return "\n".join(rows) + "\n"
 
 
+def framing() -> str:
+    path = "docs/results/framing.json"
+    report = _json(path)
+    variants = report["variants"]
+    names = list(variants)
+
+    def line(label: str, cell: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(variants[n]) for n in names) + " |"
+
+    def lowest(v: dict[str, Any]) -> str:
+        q, c = min(v["coverage"].items(), key=lambda item: item[1]["median"])
+        return f"{q} {c['median']:.2f}"
+
+    rows = [
+        "| turn end | " + " | ".join(f"`{n}`" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
+        line("tokens per ticket beside its text (outro + questions)", lambda v: str(v["tokens"]["per_ticket"])),
+        line(
+            "raw coverage of risk, median / lowest",
+            lambda v: f"{v['coverage']['risk']['median']:.2f} / {v['coverage']['risk']['min']:.2f}",
+        ),
+        line("question with the lowest median coverage", lowest),
+        line("nested CV: false greens", lambda v: f"**{v['nested']['false_greens']}**"),
+        line("nested CV: greens cleared", lambda v: _pct(v["greens_cleared"])),
+        line("nested CV: answered automatically", lambda v: _pct(v["nested"]["green_rate"])),
+        line("nested CV: red recall", lambda v: _pct(v["nested"]["red_recall"])),
+        line("nested CV: accuracy (L2 alone)", lambda v: _pct(v["nested"]["accuracy"])),
+    ]
+    sources = " + ".join(f"{k} {n}" for k, n in report["sources"].items())
+    d = report["decision"]
+    verdict = "shipped" if d["ship"] else "not shipped"
+    held = "quality held" if d["quality_holds"] else "quality did not hold"
+    note = (
+        f"{sources} labelled tickets, each framing replayed through the model and calibrated as "
+        f"`triage recalibrate` does ({report['folds']}-fold nested cross-validation; at least "
+        f"{report['min_per_class']} labels per class: the default 15 refuses these sets, which hold too "
+        "few tickets with third-party personal data). "
+        f"**Decision: {verdict}** "
+        f"({d['tokens_saved_per_ticket']} tokens saved per ticket, {held}). " + _source(path)
+    )
+    return "\n".join(rows) + "\n\n" + note + "\n"
+
+
 # L1 benches kept beside a change to the pack or the engine, in the order they were taken; what
 # changed between them is not in the result files.
 L1_BENCH_RUNS = {
@@ -552,6 +596,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "loadtest-runs": loadtest_runs,
     "sizing": sizing,
     "batching": batching,
+    "framing": framing,
     "l1-bench-runs": l1_bench_runs,
 }
 

@@ -8,13 +8,16 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from service.progress import add_quiet_argument
 
 
-def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
-    """{source name: examples} for every --data NAME=FILE, replayed through the cache."""
+def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int, Callable[[], Any]]:
+    """{source name: examples} for every --data NAME=FILE, replayed through the cache, and the
+    classifier factory (the model loads only when called or when some text was not cached)."""
     from service.calibration.replay import ReplayCache, replay, replay_capture
     from service.l2.classifier import DEFAULT_MODE, Classifier, bundled_model_path, model_sha256
     from service.l2.prompts import load_prompts
@@ -57,7 +60,7 @@ def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int]:
             for e in examples:
                 e.features["l1"] = l1(texts[e.id])
         sources[name] = examples
-    return sources, list(prompts.questions), n_layer
+    return sources, list(prompts.questions), n_layer, factory
 
 
 def _l1_features(settings):
@@ -104,7 +107,9 @@ def cmd_study(args: argparse.Namespace) -> int:
 
     settings = settings_or_exit("triage study")
     configure_logging(settings.log_level)
-    sources, questions, n_layer = _sources(args, settings)
+    if args.what == "framing":
+        return _framing(args, settings)
+    sources, questions, n_layer, _ = _sources(args, settings)
     if args.what == "served":
         return _served(args, settings)
     from service.calibration.recalibrate import DEFAULT_GATE
@@ -186,6 +191,53 @@ def _served(args: argparse.Namespace, settings) -> int:
     return 0
 
 
+def _framing(args: argparse.Namespace, settings) -> int:
+    """The served framing against `turn_end: once` on the same tickets (service.calibration.framing)."""
+    import msgspec
+
+    from service.calibration import framing
+    from service.calibration.fit import FitConfig, single_thread_blas
+    from service.calibration.recalibrate import DEFAULT_FEATURES, DEFAULT_GATE
+    from service.errors import Refused
+    from service.l2.decision import Thresholds
+    from service.l2.features import feature_names
+    from service.l2.prompts import load_prompts
+
+    cfg = FitConfig(
+        min_per_class=settings.calibration_min_per_class, max_false_green_rate=settings.max_false_green_rate
+    )
+    report: dict = {"folds": cfg.folds, "min_per_class": cfg.min_per_class, "variants": {}}
+    for turn_end in framing.TURN_ENDS:
+        prompts_dir = framing.variant_prompts(settings.prompts_dir, Path(settings.var_dir) / "study", turn_end)
+        variant = msgspec.structs.replace(settings, prompts_dir=str(prompts_dir))
+        sources, names, n_layer, classifier = _sources(args, variant)
+        prompts = load_prompts(prompts_dir)
+        examples = [e for found in sources.values() for e in found]
+        try:
+            with single_thread_blas():
+                graded = framing.grade(
+                    examples,
+                    prompts.questions,
+                    cfg,
+                    feature_names(DEFAULT_FEATURES, names, n_layer),
+                    feature_names(DEFAULT_GATE, names, n_layer),
+                )
+        except Refused as exc:
+            print(f"triage study framing: {exc} (TRIAGE_CALIBRATION_MIN_PER_CLASS sets the floor)", file=sys.stderr)
+            return 2
+        report["variants"][turn_end] = {
+            "prompt_sha": prompts.sha,
+            "tokens": framing.fixed_tokens(classifier().runner, prompts),
+            "coverage": framing.coverage(examples, Thresholds().min_coverage),
+            **graded,
+        }
+        report["sources"] = {k: len(v) for k, v in sources.items()}
+    report["decision"] = framing.decision(report["variants"]["per_question"], report["variants"]["once"])
+    report["command"] = "triage " + shlex.join(sys.argv[1:])
+    _write(report, args.json)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "study",
@@ -196,12 +248,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "what",
-        choices=["features", "sources", "curve", "served"],
+        choices=["features", "sources", "curve", "served", "framing"],
         help="features: each feature set fitted on --train, graded on the other "
         "sources; sources: each source graded by a fit on all the others; "
         "curve: refits on growing subsets of --train, graded on the others; "
         "served: `triage eval` of --calibration on each source, from the "
-        "replay cache (L1 + L2 + max as served, no model run)",
+        "replay cache (L1 + L2 + max as served, no model run); framing: the "
+        "served question framing against one that pays the turn end once per "
+        "ticket, by tokens, coverage and nested cross-validation",
     )
     parser.add_argument(
         "--data", action="append", required=True, metavar="NAME=FILE.jsonl", help="a labelled source (repeat)"

@@ -222,7 +222,7 @@ def _json_path(classifier: Classifier, text: str) -> tuple[float, int]:
         try:
             prefix_tokens, between, tail = prefix_layout(runner, prompts.context, prompts.framing)
             prefix = runner.prefix(prefix_tokens)
-            state = runner.open_state(prefix, runner.tokenize(text) + runner.tokenize(between))
+            state = runner.open_state(prefix, runner.tokenize(text) + runner.tokenize(between, special=True))
             suffix = runner.tokenize(JSON_INSTRUCTION) + runner.tokenize(tail, special=True)
             _, generated = runner.generate(state, suffix, JSON_GRAMMAR, max_tokens=JSON_MAX_TOKENS)
         finally:

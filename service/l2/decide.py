@@ -107,6 +107,8 @@ def prefix_layout(runner: Runner, context: str, framing: Framing) -> tuple[list[
     key = ("layout", context, framing)
     if key not in runner.memo:
         head, between, tail = runner.template.layout(context, framing.ticket_intro, framing.ticket_outro)
+        if framing.turn_end == "once":
+            between, tail = between + tail, ""
         runner.memo[key] = (runner.prompt_tokens(head), between, tail)
     return runner.memo[key]
 
@@ -216,7 +218,7 @@ def prepare(
     for name, question in questions.items():
         for variant, q in variant_names(name, question):
             asked[variant] = q
-    suffixes = {v: _suffix(runner, framing.render(q), tail) for v, q in asked.items()}
+    suffixes = {v: _suffix(runner, framing.render(q), tail + framing.cue(q)) for v, q in asked.items()}
     ids = {v: alias_ids(runner, q) for v, q in asked.items()}
 
     # Room for the ticket: the context minus every cached prefix and the widest branch phase.
@@ -224,15 +226,16 @@ def prepare(
     branch_need = sum(len(s) + think for s in suffixes.values())
     fb_need = 0
     if fallback is not None:
-        fb_need = len(_suffix(runner, fallback.instruction(list(fallback.names)), tail)) + FALLBACK_MAX_TOKENS
-    outro = runner.tokenize(between)
+        fb_need = len(_suffix(runner, fallback.instruction(list(fallback.names)), tail + framing.cue(None)))
+        fb_need += FALLBACK_MAX_TOKENS
+    outro = runner.tokenize(between, special=True)  # holds the turn end when framing.turn_end is "once"
     budget = runner.n_ctx - runner.cached_prefix_tokens() - max(branch_need, fb_need) - len(outro) - 4
     if budget < 16:
         raise RuntimeError(
             f"n_ctx={runner.n_ctx} leaves no room for the text (prefix {prefix.n}, questions {branch_need})"
         )
     ticket, truncated = _fit(runner.tokenize(state), budget, runner.tokenize(TRUNCATION_MARK))
-    return Prepared(prefix, ticket + outro, suffixes, asked, ids, truncated, tail)
+    return Prepared(prefix, ticket + outro, suffixes, asked, ids, truncated, tail + framing.cue(None))
 
 
 def read_answers(

@@ -97,6 +97,20 @@ class Framing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     choice: str = "{question}\n{options}"
     boolean: str = "{question}\nA. yes\nB. no"
     score: str = "{question} ({min} to {max})"
+    # "per_question": each question closes the user turn and opens the assistant's (the chat
+    # template's turn end, 5 tokens, paid by every question). "once": the assistant turn is
+    # opened once after the ticket and each question is asked inside it, followed by a cue
+    # that makes the next token the answer: the turn end is paid once per ticket, the cue per
+    # question (docs/l2.md, "Framing").
+    turn_end: Literal["per_question", "once"] = "per_question"
+    letter_cue: str = "\nAnswer:\n"  # a letter follows a line break
+    digit_cue: str = "\nAnswer: "  # a digit follows a space (the tokenizer splits digits)
+
+    def cue(self, q: Question | None) -> str:
+        """What follows a question (or the fallback's instruction) before its answer."""
+        if self.turn_end == "per_question":
+            return ""
+        return self.digit_cue if q is not None and q.kind == "score" else self.letter_cue
 
     def letters(self, q: Question) -> str:
         """The question's options with their aliases, as the question or the context lists them."""

@@ -255,3 +255,25 @@ def test_an_opened_thinking_block_is_closed_and_read_after(classifier, monkeypat
     block = len(runner.tokenize("<think>\n\n</think>\n\n", special=True))
     assert thought.tokens in (len(suffix) + block, len(suffix) + block + 1)
     assert not np.allclose(plain.logits, thought.logits)  # read after the block, not before
+
+
+def test_the_once_framing_pays_the_turn_end_once_and_still_reads_answers(classifier):
+    """`turn_end: once` (measured by `triage study framing`): the template's turn end sits once
+    in the ticket's tokens, no question suffix carries it, and the answers stay on the aliases."""
+    import msgspec
+
+    from service.l2.decide import prepare
+
+    runner, prompts = classifier.runner, classifier.prompts
+    once = msgspec.structs.replace(prompts.framing, turn_end="once")
+    served = prepare(runner, HOW_TO, prompts.context, classifier.questions, prompts.framing)
+    asked = prepare(runner, HOW_TO, prompts.context, classifier.questions, once)
+    turn_start = runner.tokenize("<|im_start|>", special=True)[0]
+    assert asked.tokens.count(turn_start) == 1 and served.tokens.count(turn_start) == 0
+    assert all(turn_start not in s for s in asked.suffixes.values())
+    assert all(turn_start in s for s in served.suffixes.values())
+    assert sum(map(len, asked.suffixes.values())) < sum(map(len, served.suffixes.values()))
+
+    decided = decide(runner, HOW_TO, prompts.context, classifier.questions, framing=once, mode="fused")
+    assert decided.method == "logits", decided.reason
+    assert min(a.coverage for a in decided.answers.values()) > 0.5
