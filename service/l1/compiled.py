@@ -49,6 +49,7 @@ class PatternSet:
     name: str  # "<scope>:<file or han>#<n>", for diagnostics
     matcher: Any  # re2.Set
     owners: tuple[tuple[int, int], ...]  # set index -> (rule index, pattern index)
+    script: str | None = None  # every pattern needs a character of this script (scripts.py)
 
 
 @dataclass(frozen=True, slots=True)

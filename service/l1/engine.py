@@ -1,8 +1,9 @@
 """Evaluates a compiled rule pack against one ticket text: pure, no I/O, linear time.
 
 The text is normalised once, encoded to UTF-8 once, and scanned once per pattern set (a
-small, fixed number: see pack._group_key). Only the patterns a set reports are then run on
-their own, to find spans and apply validators and context windows. RE2 runs in time linear
+small, fixed number: see pack._group_key), except sets whose every pattern needs a script the
+text does not hold (scripts.py). Only the patterns a set reports are then run on their own,
+to find spans and apply validators and context windows. RE2 runs in time linear
 in the text whatever the pattern, so no input can make L1 slow down catastrophically.
 """
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from service.l1.compiled import Rule, RulePack, Window
 from service.l1.normalise import Normalised, normalise
+from service.l1.scripts import present
 from service.results import L1Level, L1Result, RuleHit
 
 MAX_HITS_PER_RULE = 5  # one per firing pattern, up to this many; the level needs only one
@@ -154,7 +156,10 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
     norm = normalise(original)
     subjects = {"normalised": _Subject(norm.text), "original": _Subject(original)}
     fired: dict[tuple[str, int], list[int]] = {}
+    scripts = present(subjects["normalised"].data)
     for patterns in pack.sets:
+        if patterns.script is not None and patterns.script not in scripts:
+            continue  # no pattern of the set can match a text without its script
         for index in patterns.matcher.Match(subjects[patterns.scope].data) or ():
             r, p = patterns.owners[index]
             fired.setdefault((patterns.scope, r), []).append(p)

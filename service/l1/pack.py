@@ -22,27 +22,64 @@ from service.l1.compiled import PatternSet, Regex, Rule, RulePack, Window
 from service.l1.engine import evaluate
 from service.l1.lint import lint_pattern
 from service.l1.schema import Context, PackFile, RuleSpec, Scope
+from service.l1.scripts import required_script
 from service.l1.validators import VALIDATORS
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 _ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 _LANGUAGE = re.compile(r"[a-z]{2}\Z")
-# RE2 memory budgets (each mostly the lazily built DFA cache). Measured on this machine: a
-# set below ~8 MiB thrashes on 32 KiB tickets; 16 MiB leaves room for the pack to grow.
-SET_MAX_MEM = 16 << 20
-SET_SIZE = 32  # patterns per re2.Set (see _pattern_sets)
+# RE2 memory budgets (each mostly the lazily built DFA cache, grown as text needs states, so
+# eight sets can hold up to 512 MiB on adversarial traffic; the labelled sets need ~60 MiB in
+# all). Measured on this machine: below 64 MiB the two largest sets rebuilt their DFA on
+# most short tickets (0.4-0.7 ms each, up to 9 ms).
+SET_MAX_MEM = 64 << 20
+SET_SIZE = 128  # patterns per re2.Set (see _pattern_sets)
 PATTERN_MAX_MEM = 4 << 20
-# Han characters: patterns containing them go to their own sets (see _group_key).
+# Han characters and Unicode classes: see _group_key.
 _HAN = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_UNICODE_ESCAPE = re.compile(r"\\[pPxuU]")
 
 
 def options(scope: Scope, *, max_mem: int = PATTERN_MAX_MEM) -> re2.Options:
-    """RE2 options per scope: matching-form patterns ignore case; original ones do not."""
+    """RE2 options per scope, as a rule declares them: matching-form patterns ignore case,
+    original ones do not. The engine compiles with `matching_options` and `as_compiled`."""
     opts = re2.Options()
     opts.log_errors = False
     opts.max_mem = max_mem
     opts.case_sensitive = scope == "original"
     return opts
+
+
+def matching_options(*, max_mem: int = PATTERN_MAX_MEM) -> re2.Options:
+    """What the engine compiles with, in both scopes: case-sensitive (see `as_compiled`)."""
+    opts = re2.Options()
+    opts.log_errors = False
+    opts.max_mem = max_mem
+    opts.case_sensitive = True
+    return opts
+
+
+# A pattern whose case matters: an upper-case letter, or an escape that names a code point or
+# a cased class. Escaped letters such as \b, \B, \W or \pL are not letters of the text.
+_ESCAPE = re.compile(r"\\(?:[pP](?:\{[^}]*\}|.)|.)", re.DOTALL)
+_CASED_ESCAPE = re.compile(r"\\(?:[xuUN0-7]|[pP]\{(?:L[ult]|Upper|Lower|Title)\})")
+
+
+def as_compiled(pattern: str, scope: Scope) -> str:
+    """The pattern as the engine compiles it (case-sensitive, `matching_options`).
+
+    The matching form is case-folded: it holds no upper-case letter, so a pattern written in
+    lower case finds there exactly what it would find ignoring case, and case-sensitive
+    automata are smaller (fewer byte classes), which made the set scans about a third faster
+    (docs/l1.md, "Matching and speed"). A matching-form pattern whose case matters keeps
+    ignoring case with an inline (?i); original-scope patterns are case-sensitive as declared.
+    """
+    if scope == "original":
+        return pattern
+    bare = _ESCAPE.sub("", pattern)
+    if _CASED_ESCAPE.search(pattern) or any(ch.lower() != ch for ch in bare):
+        return "(?i)" + pattern
+    return pattern
 
 
 def pack_files(path: Path) -> list[Path]:
@@ -96,8 +133,8 @@ def _re2_message(error: Exception) -> str:
 
 
 def compile_pattern(pattern: str, scope: Scope) -> Regex:
-    """Compile one pattern with the options of its scope; raises re2.error."""
-    return re2.compile(pattern, options(scope))
+    """Compile one pattern as the engine runs it (`as_compiled`); raises re2.error."""
+    return re2.compile(as_compiled(pattern, scope), matching_options())
 
 
 def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
@@ -164,43 +201,54 @@ def _compile_window(block: Context | None, name: str, scope: Scope, where: str, 
     return Window(words, block.within, block.direction)
 
 
-def _group_key(rule: Rule, pattern: str) -> tuple[Scope, str]:
-    """Which family of sets a pattern joins: Han patterns together, others by rule file."""
+def _group_key(rule: Rule, pattern: str) -> tuple[Scope, str | None, str]:
+    """Which family of sets a pattern joins: (scope, the script it needs, family).
+
+    Patterns that need a script (scripts.required_script) share sets, skipped on tickets
+    without that script. The others share sets by the bytes they read: ASCII-only patterns
+    together, patterns with Han characters together, the rest together. A set's DFA state
+    holds one transition per class of bytes its patterns tell apart, so sets of ASCII-only
+    patterns keep small states that stay in the CPU cache (docs/l1.md, "Matching and speed").
+    """
     if rule.spec.scope == "original":
-        return "original", "*"
-    return "normalised", "han" if _HAN.search(pattern) else rule.file
+        return "original", None, "*"
+    script = required_script(pattern)
+    if script is not None:
+        return "normalised", script, script
+    if pattern.isascii() and not _UNICODE_ESCAPE.search(pattern):
+        return "normalised", None, "ascii"
+    return "normalised", None, "han" if _HAN.search(pattern) else "unicode"
 
 
 def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
-    """Split the patterns into re2.Sets, each scanned once per ticket.
+    """Split the patterns into re2.Sets, each scanned once per ticket that can match it.
 
-    One set for the whole pack would mean one scan, but RE2 builds a set's DFA lazily and
-    each state of a 300-pattern set is large: on text it has not seen, building states cost
-    ~50 ms per 32 KiB (measured). Sets of at most SET_SIZE patterns, per rule file (in file
-    order, so mostly one language each) and one family for Han patterns, keep states small
-    (~3 ms per 32 KiB of unseen text): a ticket in one language builds few states in the
-    sets of the others. The shipped pack makes about fifteen sets.
+    Each scan reads the whole ticket, so on long tickets the number of scans dominates; but
+    RE2 builds a set's DFA lazily, and a set of a few hundred patterns outgrows its memory
+    budget (SET_MAX_MEM) and rebuilds its states on every ticket. Families of patterns that
+    read alike (_group_key), cut into sets of at most SET_SIZE, balance the two; a ticket
+    scans only the sets of the scripts it holds (docs/l1.md, "Matching and speed").
     """
-    groups: dict[tuple[Scope, str], list[tuple[int, int]]] = {}
+    groups: dict[tuple[Scope, str | None, str], list[tuple[int, int]]] = {}
     for r, rule in enumerate(rules):
         for p, pattern in enumerate(rule.spec.patterns):
             groups.setdefault(_group_key(rule, pattern), []).append((r, p))
     sets: list[PatternSet] = []
-    for (scope, family), members in sorted(groups.items()):
+    for (scope, script, family), members in sorted(groups.items(), key=lambda item: (item[0][0], item[0][2])):
         chunks = -(-len(members) // SET_SIZE)
         size = -(-len(members) // chunks)  # even chunks: no set of one stray pattern
         for number, chunk_start in enumerate(range(0, len(members), size), start=1):
             owners = members[chunk_start : chunk_start + size]
             name = f"{scope}:{family}#{number}"
-            matcher = re2.Set.SearchSet(options(scope, max_mem=SET_MAX_MEM))
+            matcher = re2.Set.SearchSet(matching_options(max_mem=SET_MAX_MEM))
             for index, (r, p) in enumerate(owners):
-                if matcher.Add(rules[r].spec.patterns[p]) != index:
+                if matcher.Add(as_compiled(rules[r].spec.patterns[p], scope)) != index:
                     raise PackError([f"{rules[r].file}: rule {rules[r].id}: re2.Set numbering"])
             try:
                 matcher.Compile()
             except re2.error as error:
                 raise PackError([f"{name}: the patterns do not compile as a set: {error}"]) from None
-            sets.append(PatternSet(scope, name, matcher, tuple(owners)))
+            sets.append(PatternSet(scope, name, matcher, tuple(owners), script))
     return tuple(sets)
 
 

@@ -1,20 +1,27 @@
 """A deliberately plain L1 engine: what `evaluate` must answer, computed the slow way.
 
-No pattern sets, no localisation, no vectorising: every pattern of every rule is run over the
-whole text, whitespace is collapsed character by character, and byte offsets become character
-offsets by decoding. The parts the fast engine shares unchanged (the per-cluster folding, the
+No pattern sets, no localisation, no vectorising, no script skipping: every pattern of every
+rule, compiled here with the options its scope declares (matching-form patterns ignoring case),
+is run over the whole text, whitespace is collapsed character by character, and byte offsets
+become character offsets by decoding. The parts the fast engine shares unchanged (the per-cluster folding, the
 context windows, the validators) are reused. tests/l1/test_equivalence.py holds the two
 together; `python -m tests.l1.reference DATA.jsonl…` compares them on whole files.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
-from service.l1.compiled import Rule, RulePack
+import msgspec
+import re2
+
+from service.l1.compiled import Rule, RulePack, Window
 from service.l1.engine import MAX_CANDIDATES_PER_PATTERN, MAX_HITS_PER_RULE, _Occurrences, _scannable
 from service.l1.normalise import _LINE_BREAKS, fold_text
+from service.l1.pack import options
+from service.l1.schema import RuleSpec
 from service.results import L1Result, RuleHit, ticket_text
 
 
@@ -69,10 +76,31 @@ class _Normalised:
         return s, max(s, e)
 
 
+def _declared(rule: Rule) -> tuple[tuple, Window | None, Window | None]:
+    """The rule's patterns and windows compiled with the options its scope declares."""
+    return _compile_declared(msgspec.json.encode(rule.spec))
+
+
+@functools.cache
+def _compile_declared(encoded_spec: bytes) -> tuple[tuple, Window | None, Window | None]:
+    spec = msgspec.json.decode(encoded_spec, type=RuleSpec)
+    opts = options(spec.scope)
+
+    def window(block) -> Window | None:
+        if block is None:
+            return None
+        words = re2.compile("|".join(f"(?:{word})" for word in block.words), opts)
+        return Window(words, block.within, block.direction)
+
+    patterns = tuple(re2.compile(p, opts) for p in spec.patterns)
+    return patterns, window(spec.context), window(spec.unless)
+
+
 def _rule_spans(rule: Rule, subject: _Text, norm: _Normalised | None) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     context = unless = None
-    for pattern in rule.patterns:
+    patterns, context_window, unless_window = _declared(rule)
+    for pattern in patterns:
         if len(spans) >= MAX_HITS_PER_RULE:
             break
         for n, match in enumerate(pattern.finditer(subject.data)):
@@ -81,12 +109,12 @@ def _rule_spans(rule: Rule, subject: _Text, norm: _Normalised | None) -> list[tu
             if rule.validator is not None and not rule.validator(match.group(0).decode()):
                 continue
             start, end = subject.char(match.start()), subject.char(match.end())
-            if rule.context is not None:
-                context = context or _Occurrences(rule.context, subject)  # type: ignore[arg-type]
+            if context_window is not None:
+                context = context or _Occurrences(context_window, subject)  # type: ignore[arg-type]
                 if not context.near(start, end):
                     continue
-            if rule.unless is not None:
-                unless = unless or _Occurrences(rule.unless, subject)  # type: ignore[arg-type]
+            if unless_window is not None:
+                unless = unless or _Occurrences(unless_window, subject)  # type: ignore[arg-type]
                 if unless.near(start, end):
                     continue
             span = norm.span(start, end) if norm is not None else (start, end)

@@ -10,7 +10,8 @@ import re2
 
 from service.l1 import evaluate
 from service.l1.normalise import normalise
-from service.l1.pack import options
+from service.l1.pack import SET_SIZE, options
+from service.l1.scripts import present, required_script
 from service.results import L1Result, ticket_text
 from tests.l1.support import build
 from tests.support import CORPUS, DEV_SET
@@ -115,7 +116,9 @@ def _texts():
 
 
 def test_every_set_reports_exactly_what_its_patterns_report(pack):
-    """A set whose DFA ran out of memory would report nothing; check against single patterns."""
+    """A set whose DFA ran out of memory would report nothing, and a set compiled case-sensitive
+    must report what its patterns report ignoring case as declared: check against single
+    patterns compiled as the rule declares them. A set skipped for its script must find nothing."""
     texts = _texts()
     if not texts:
         pytest.skip("no ticket data on this machine")
@@ -125,6 +128,8 @@ def test_every_set_reports_exactly_what_its_patterns_report(pack):
         for patterns in pack.sets:
             data = subjects[patterns.scope]
             reported = set(patterns.matcher.Match(data) or [])
+            if patterns.script is not None and patterns.script not in present(subjects["normalised"]):
+                assert not reported, patterns.name
             expected = {
                 i
                 for i, (r, p) in enumerate(patterns.owners)
@@ -134,14 +139,18 @@ def test_every_set_reports_exactly_what_its_patterns_report(pack):
 
 
 def test_sets_are_few_and_small(pack):
-    # Each set is one pass over the text (~5 µs on a short ticket), but a set whose DFA outgrows
-    # SET_MAX_MEM is rebuilt on every ticket (~0.4 ms): two rule files have sets of their own for
-    # that reason (docs/l1.md, "Matching and speed"), hence 22 rather than 20.
-    assert len(pack.sets) <= 22
-    assert all(len(patterns.owners) <= 32 for patterns in pack.sets)
+    # Each set is one pass over the whole ticket, which dominates on long tickets, but a set
+    # whose DFA outgrows SET_MAX_MEM is rebuilt on every ticket (docs/l1.md, "Matching and
+    # speed"): a handful of sets, none over SET_SIZE patterns.
+    assert len(pack.sets) <= 8
+    assert all(len(patterns.owners) <= SET_SIZE for patterns in pack.sets)
     owned = sorted(owner for patterns in pack.sets for owner in patterns.owners)
     every = sorted((r, p) for r, rule in enumerate(pack.rules) for p in range(len(rule.patterns)))
     assert owned == every  # each pattern in exactly one set
+    for patterns in pack.sets:
+        for r, p in patterns.owners:
+            if patterns.script is not None:
+                assert required_script(pack.rules[r].spec.patterns[p]) == patterns.script
 
 
 def test_speed_on_real_tickets(pack):
