@@ -100,6 +100,7 @@ class ArtifactMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     yellow: dict[str, YellowFlagChoice] = {}
     evaluation: Evaluation | None = None
     gate: GateInfo | None = None  # the green gate (service.calibration.ood); None: no gate
+    green_after_l1: bool = False  # the green threshold was chosen on L1's "none" tickets only
     machine: str = ""
     elapsed_s: float = 0.0
 

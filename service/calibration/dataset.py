@@ -148,6 +148,7 @@ def build_dataset(
         elif risk.method == "generated" or not risk.logprobs:
             risk_generated[i] = LEVELS.index(risk.chosen) if risk.chosen in LEVELS else 1
     blocked = np.array([e.truncated for e in examples], dtype=bool)
+    l1_raised = np.array([e.l1_level in ("yellow", "red") for e in examples], dtype=bool)
     return Dataset(
         ids=[e.id for e in examples],
         questions=data,
@@ -155,4 +156,5 @@ def build_dataset(
         blocked=blocked,
         gate_x=_stack(examples, gate_inputs),
         gate_inputs=tuple(gate_inputs),
+        l1_raised=l1_raised,
     )

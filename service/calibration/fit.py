@@ -81,6 +81,12 @@ class FitConfig(msgspec.Struct, frozen=True, kw_only=True):
     gate_dims: int = 32
     gate_k: int = 5
     gate_quantile: float = 0.95
+    # Choose the green threshold only on tickets the rule pack leaves at "none": as served,
+    # max(L1, L2) keeps every other ticket from green whatever P(green) says. It lowers the
+    # threshold by as much as the rules catch of the confident non-greens, so it holds only
+    # with the rule pack it was fitted with (ArtifactMeta.rules_sha) and only as far as the
+    # rules generalise; off by default (docs/calibration.md, "Green threshold after L1").
+    green_after_l1: bool = False
 
 
 @dataclass
@@ -148,6 +154,7 @@ class Dataset:
     blocked: np.ndarray  # (n,) something other than the risk thresholds forbids green
     gate_x: np.ndarray | None = None  # (n, d) the green gate's inputs; NaN rows where missing
     gate_inputs: tuple[str, ...] = ()
+    l1_raised: np.ndarray | None = None  # (n,) the rule pack raised the ticket to yellow or red
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -162,6 +169,7 @@ class Dataset:
             self.blocked[idx],
             None if self.gate_x is None else self.gate_x[idx],
             self.gate_inputs,
+            None if self.l1_raised is None else self.l1_raised[idx],
         )
 
     def strata(self) -> np.ndarray:
@@ -472,6 +480,8 @@ def _fit_all(data: Dataset, cfg: FitConfig, eligible: list[str] | None, step: St
         for f in p_flags
     }
     open_rows = rows & ~blocked
+    if cfg.green_after_l1 and data.l1_raised is not None:
+        open_rows &= ~data.l1_raised
     green = choose_green(
         p_green[open_rows],
         truth[open_rows],

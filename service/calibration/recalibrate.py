@@ -78,6 +78,7 @@ class Options:
     seed: int = 0
     cache_dir: str | None = None  # default <var_dir>/calibration-cache
     command: str = ""
+    green_after_l1: bool = False  # FitConfig.green_after_l1; labelled files only
 
 
 @dataclass
@@ -98,6 +99,14 @@ def rules_sha(settings: Any) -> str:
         return ""
 
 
+def l1_level(settings: Any) -> Callable[[str], str]:
+    """text -> the level the running rule pack gives it (for FitConfig.green_after_l1)."""
+    from service.l1 import evaluate, load_pack
+
+    pack = load_pack(settings.rules_dir)
+    return lambda text: evaluate(pack, text).level
+
+
 def gather(
     settings: Any,
     opts: Options,
@@ -116,9 +125,10 @@ def gather(
     skipped: Counter = Counter()
     if opts.from_file:
         files = [opts.from_file] if isinstance(opts.from_file, str) else list(opts.from_file)
+        l1 = l1_level(settings) if opts.green_after_l1 else None
         examples = []
         for file in files:
-            got, missed = replay(read_labelled(file), Path(file).stem, cache, classifier, progress=progress)
+            got, missed = replay(read_labelled(file), Path(file).stem, cache, classifier, progress=progress, l1=l1)
             examples = merge(examples, got)
             skipped.update(missed)
     else:
@@ -205,6 +215,7 @@ def build_meta(
         red=final.red,
         yellow=final.yellow,
         gate=final.gate.info if final.gate is not None else None,
+        green_after_l1=cfg.green_after_l1,
         evaluation=Evaluation(
             nested=calibration.nested, selection=final.selection, raw_default=calibration.raw_default
         ),
@@ -305,6 +316,7 @@ def run(
         seed=opts.seed,
         min_per_class=opts.min_per_class,
         max_false_green_rate=settings.max_false_green_rate,
+        green_after_l1=opts.green_after_l1,
     )
     n_layer = model_layers(model_path)
     names = [q for q in prompts.questions]

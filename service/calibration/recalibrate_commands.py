@@ -36,6 +36,9 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     min_per_class = args.min_per_class
     if min_per_class is None:
         min_per_class = settings.calibration_min_per_class
+    if args.green_after_l1 and not args.from_file:
+        print("triage recalibrate: --green-after-l1 needs --from-file (labelled texts)", file=sys.stderr)
+        return 2
     corpus = args.corpus
     if corpus is None:
         # The dev set is the starting corpus where it exists; elsewhere decisions stand alone.
@@ -51,6 +54,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         command=command_line(),
         features=args.features,
         gate=None if args.gate == "none" else args.gate,
+        green_after_l1=args.green_after_l1,
     )
     bars: dict[str, Any] = {}
 
@@ -164,6 +168,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--from-file)",
     )
     parser.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    parser.add_argument(
+        "--green-after-l1",
+        action="store_true",
+        help="choose the green threshold only on tickets the rule pack leaves at none (as "
+        "served, L1 keeps the others from green); with --from-file; measured in "
+        "docs/calibration.md, off by default",
+    )
     parser.add_argument(
         "--cache-dir",
         metavar="DIR",

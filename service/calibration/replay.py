@@ -58,6 +58,7 @@ class Example:
     features: dict[str, np.ndarray]
     truncated: bool = False
     language: str = ""
+    l1_level: str = "none"  # what the rule pack says of the text, when the fit asked (l1_level)
 
 
 def text_sha(text: str) -> str:
@@ -131,10 +132,12 @@ def replay(
     classifier: Callable[[], Any],
     timeout_s: float = 300.0,
     progress: Callable[[int, int, str], None] | None = None,
+    l1: Callable[[str], str] | None = None,
 ) -> tuple[list[Example], Counter]:
     """Labelled records through the real classifier (uncalibrated), cached.
 
-    `classifier` is a factory so that the model is loaded only when some text is not cached.
+    `classifier` is a factory so that the model is loaded only when some text is not cached;
+    `l1`, when given, tells each example's L1 level (Example.l1_level).
     Returns the examples and a count of tickets left out (and why).
     """
     records = list(records)
@@ -174,6 +177,7 @@ def replay(
                 features=feats,
                 truncated=truncated,
                 language=rec.language,
+                l1_level=l1(text) if l1 is not None else "none",
             )
         )
         if progress is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -144,3 +145,26 @@ def test_with_too_few_greens_for_the_gate_nothing_is_green():
     out = fit_all(data, FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5, gate_dims=4))
     assert out.gate is None and out.green.rule == "no_gate"
     assert out.thresholds.green > 1.0 and out.selection.green_rate == 0.0
+
+
+def test_green_after_l1_chooses_the_threshold_on_tickets_l1_leaves_open():
+    """With green_after_l1 the non-greens L1 raises (which cannot be green as served) no longer
+    hold the green threshold up; without it, or without L1 levels, nothing changes."""
+    data = dataset(n=180, seed=21)
+    # no floor: the threshold is the one the non-greens' P(green) sets
+    cfg = FitConfig(folds=3, cs=(0.1,), head_folds=2, min_per_class=5, green_floor=0.0)
+    plain = fit_all(data, cfg)
+    truth = data.questions["risk"].labels
+    p_green = plain.probs["risk"][:, 0]
+    non_green = np.flatnonzero(truth != GREEN)
+    # L1 raises the five most confident non-greens: the ones that set the threshold
+    raised = non_green[np.argsort(p_green[non_green])[-5:]]
+    data.l1_raised = np.zeros(len(data), dtype=bool)
+    data.l1_raised[raised] = True
+    assert fit_all(data, cfg).green.threshold == plain.green.threshold  # off by default
+    after = fit_all(data, msgspec.structs.replace(cfg, green_after_l1=True))
+    assert after.green.threshold < plain.green.threshold
+    assert after.green.n == plain.green.n - 5
+    # no false green among the tickets L1 leaves open, where the threshold was chosen
+    open_non_green = np.setdiff1d(non_green, raised)
+    assert (p_green[open_non_green] < after.green.threshold).all()
