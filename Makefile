@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cu
 export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
-.PHONY: setup lock model run test test-fast bench lint eval recalibrate study audit loadtest drills deploy-check docs clean
+.PHONY: setup lock model run test test-fast bench lint eval recalibrate study served audit loadtest drills deploy-check docs clean
 
 # Labelled sources: the synthetic training set, the dev set and, when joined locally
 # (data/public-style/README.md), the public-style set whose texts stay out of the repository.
@@ -77,6 +77,12 @@ study: setup
 	$(BIN)/triage study sources $(STUDY_DATA) --gate none --json docs/results/study-sources-nogate.json
 	$(BIN)/triage study curve $(STUDY_DATA) --train train+public-style --json docs/results/learning-curve.json --plot docs/img/learning-curve.png
 	TRIAGE_CALIBRATION_MIN_PER_CLASS=10 $(BIN)/triage study framing --data dev=$(TICKETS)/dev.jsonl $(if $(wildcard $(PUBLIC)),--data public-style=$(PUBLIC)) --json docs/results/framing.json
+	$(BIN)/python scripts/gen_docs.py
+
+# Each labelled source graded as served by artifacts fitted without it (the green threshold as
+# shipped and after L1), and the bundled artifact on the unlabelled corpus: served-sources.json.
+served: setup
+	$(BIN)/python scripts/served_sources.py
 	$(BIN)/python scripts/gen_docs.py
 
 audit: setup

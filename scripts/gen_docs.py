@@ -237,7 +237,8 @@ def served_sources() -> str:
     for run in report["runs"]:
         r = run["report"]
         rows.append(
-            f"| {run['graded']} | {run['fitted_on']} | {r['n']} | **{r['false_greens']}** | "
+            f"| {run['graded']} | {run['fitted_on']}{', threshold after L1' if run.get('green_after_l1') else ''} "
+            f"| {r['n']} | **{r['false_greens']}** | "
             f"{_pct(r['greens_cleared'])} | {_pct(r['answered_automatically'])} | {_pct(r['red_recall'])} | "
             f"{_pct(r['accuracy'])} | {r['blocked_by_ood']} |"
         )
