@@ -2,13 +2,20 @@
 artifact fitted without it, with the green threshold chosen as shipped and after L1
 (`recalibrate --green-after-l1`), and the bundled artifact on the 150 unlabelled public tickets.
 
+`train-held` is the third of train.jsonl that the breadth rules were not written against (the
+ids whose sha256 is 0 mod 3, as `triage rules report` splits it; docs/l1.md, "Breadth"): the
+one labelled set on which neither the heads nor the rules have seen the graded tickets, so the
+only honest grade of a threshold that leans on L1.
+
 `make served` runs it. Artifacts go to var/served/<run>/ and are reused when present (delete the
 folder to refit); the replay cache makes every step after the first replay a matter of minutes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform
 import shlex
 import subprocess
@@ -24,6 +31,8 @@ SOURCES = {
     "train": TICKETS / "train.jsonl",
     "dev": TICKETS / "dev.jsonl",
     "public-style": ROOT / "var" / "data" / "public-style.jsonl",
+    "train-fit": ROOT / "var" / "data" / "train-fit.jsonl",
+    "train-held": ROOT / "var" / "data" / "train-held.jsonl",
 }
 CORPUS = ROOT.parent / "shared" / "data" / "corpus" / "public-tickets.jsonl"
 OUT = ROOT / "docs" / "results" / "served-sources.json"
@@ -31,9 +40,24 @@ OUT = ROOT / "docs" / "results" / "served-sources.json"
 RUNS = (
     ("dev", ("train", "public-style"), False),
     ("public-style", ("train", "dev"), False),
+    ("train-held", ("train-fit", "dev", "public-style"), False),
     ("dev", ("train", "public-style"), True),
     ("public-style", ("train", "dev"), True),
+    ("train-held", ("train-fit", "dev", "public-style"), True),
 )
+
+
+def _split_train() -> None:
+    """train-fit and train-held, split by the id's sha256 as `triage rules report` does."""
+    fit, held = [], []
+    for line in SOURCES["train"].read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            part = held if int(hashlib.sha256(str(row.get("id", "")).encode()).hexdigest(), 16) % 3 == 0 else fit
+            part.append(line + "\n")
+    for name, lines in (("train-fit", fit), ("train-held", held)):
+        SOURCES[name].parent.mkdir(parents=True, exist_ok=True)
+        SOURCES[name].write_text("".join(lines), encoding="utf-8")
 
 
 def _run(args: list[str]) -> None:
@@ -41,13 +65,8 @@ def _run(args: list[str]) -> None:
     subprocess.run([TRIAGE, *args], check=True, cwd=ROOT)
 
 
-def _artifact(fitted_on: tuple[str, ...], after_l1: bool) -> tuple[Path, str]:
-    folder = (
-        ROOT
-        / "var"
-        / "served"
-        / ("no-" + "-".join(sorted(set(SOURCES) - set(fitted_on))) + ("-l1" if after_l1 else ""))
-    )
+def _artifact(graded: str, fitted_on: tuple[str, ...], after_l1: bool) -> tuple[Path, str]:
+    folder = ROOT / "var" / "served" / (f"no-{graded}" + ("-l1" if after_l1 else ""))
     args = [
         "recalibrate",
         "-q",
@@ -110,6 +129,7 @@ def _unlabelled(rows_dir: Path) -> dict:
 
 
 def main() -> int:
+    _split_train()
     missing = [str(p) for p in SOURCES.values() if not p.exists()]
     if missing:
         print(
@@ -117,11 +137,16 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    # The fits are single-threaded (fit.single_thread_blas): two at a time on two cores. The
+    # replay cache is shared, so a fit whose tickets are all cached never loads the model.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+        artifacts = list(pool.map(lambda run: _artifact(*run), RUNS))
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         rows_dir = Path(tmp)
-        for graded, fitted_on, after_l1 in RUNS:
-            artifact, artifact_command = _artifact(fitted_on, after_l1)
+        for (graded, fitted_on, after_l1), (artifact, artifact_command) in zip(RUNS, artifacts, strict=True):
             report = _served(graded, SOURCES[graded], artifact, rows_dir)
             runs.append(
                 {
@@ -146,7 +171,7 @@ def main() -> int:
     document = {
         "runs": runs,
         "unlabelled": unlabelled,
-        "machine": f"{platform.system()} {platform.machine()}, {__import__('os').cpu_count()} cores ({cpu})",
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu})",
         "command": "make served",
     }
     OUT.write_text(json.dumps(document, indent=2) + "\n")
