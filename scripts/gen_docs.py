@@ -565,6 +565,8 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-breadth.json": "with the breadth files",
     "docs/results/bench-l1-before-requests.json": "the 60-rule pack, back to back with the next row",
     "docs/results/bench-l1-requests.json": "production requests, wider breadth, two files split off",
+    "docs/results/bench-l1-before-engine.json": "22 sets by file (the engine before), back to back with the next row",
+    "docs/results/bench-l1-engine.json": "8 sets by bytes read, case-sensitive, script sets skipped",
 }
 
 
