@@ -114,3 +114,9 @@ def test_cli_options():
     for bad in (["--folds", "1"], ["--min-per-class", "0"], ["--folds", "x"]):
         with pytest.raises(SystemExit):
             _parser().parse_args(["recalibrate", *bad])
+
+
+def test_green_after_l1_needs_labelled_files(capsys):
+    assert _parser().parse_args(["recalibrate"]).green_after_l1 is False
+    assert _cli(["recalibrate", "--green-after-l1"]) == 2
+    assert "--green-after-l1 needs --from-file" in capsys.readouterr().err
