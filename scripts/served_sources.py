@@ -13,7 +13,6 @@ folder to refit); the replay cache makes every step after the first replay a mat
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -23,6 +22,8 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+from service.labelled import in_held_third
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAGE = str(ROOT / ".venv" / "bin" / "triage")
@@ -52,8 +53,7 @@ def _split_train() -> None:
     fit, held = [], []
     for line in SOURCES["train"].read_text(encoding="utf-8").splitlines():
         if line.strip():
-            row = json.loads(line)
-            part = held if int(hashlib.sha256(str(row.get("id", "")).encode()).hexdigest(), 16) % 3 == 0 else fit
+            part = held if in_held_third(str(json.loads(line).get("id", ""))) else fit
             part.append(line + "\n")
     for name, lines in (("train-fit", fit), ("train-held", held)):
         SOURCES[name].parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +129,9 @@ def _unlabelled(rows_dir: Path) -> dict:
 
 
 def main() -> int:
-    _split_train()
-    missing = [str(p) for p in SOURCES.values() if not p.exists()]
+    missing = [str(SOURCES[name]) for name in ("train", "dev", "public-style") if not SOURCES[name].exists()]
+    if not missing:
+        _split_train()
     if missing:
         print(
             f"served_sources: missing {missing} (data/public-style/README.md joins the public-style texts)",

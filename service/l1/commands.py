@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import shlex
 import sys
@@ -28,6 +27,7 @@ from service.l1.report import (
     targets,
     write,
 )
+from service.labelled import in_held_third
 from service.results import ticket_text
 
 
@@ -224,8 +224,7 @@ def _part(spec: str) -> list[dict[str, Any]]:
         return rows
     if part not in ("fit", "held"):
         raise ValueError(f"{spec}: the part after @ must be fit or held")
-    held = [int(hashlib.sha256(str(row.get("id", "")).encode()).hexdigest(), 16) % 3 == 0 for row in rows]
-    return [row for row, is_held in zip(rows, held, strict=True) if is_held == (part == "held")]
+    return [row for row in rows if in_held_third(str(row.get("id", ""))) == (part == "held")]
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
