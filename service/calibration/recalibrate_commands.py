@@ -32,13 +32,13 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     from service.labelled import LabelledFileError
     from service.settings import settings_or_exit
 
+    if args.green_after_l1 and not args.from_file:  # a usage error: before settings and logging
+        print("triage recalibrate: --green-after-l1 needs --from-file (labelled texts)", file=sys.stderr)
+        return 2
     settings = settings_or_exit("triage recalibrate")
     min_per_class = args.min_per_class
     if min_per_class is None:
         min_per_class = settings.calibration_min_per_class
-    if args.green_after_l1 and not args.from_file:
-        print("triage recalibrate: --green-after-l1 needs --from-file (labelled texts)", file=sys.stderr)
-        return 2
     corpus = args.corpus
     if corpus is None:
         # The dev set is the starting corpus where it exists; elsewhere decisions stand alone.
