@@ -20,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from .heap import freeze_startup_objects
 from .progress import add_quiet_argument
 from .settings import Settings, settings_or_exit
 
@@ -92,6 +93,7 @@ def _rules(settings: Settings):
     except PackError as error:
         print(f"triage: rule pack {settings.rules_dir} is invalid: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    freeze_startup_objects()  # the pack and the normaliser's tables live as long as the process
     return holder
 
 
@@ -125,6 +127,7 @@ def _build_worker(settings: Settings, allow_embedded: bool = False):
         print(f"triage worker: {error}", file=sys.stderr)
         raise SystemExit(3) from None
     watcher = _calibration_watcher(settings, classifier)
+    freeze_startup_objects()
     return Worker(settings, client, classifier, calibration_watcher=watcher), client
 
 

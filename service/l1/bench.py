@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from service.heap import freeze_startup_objects
 from service.l1.engine import evaluate
 from service.l1.pack import RulePack, load_pack
 from service.results import ticket_text
@@ -203,6 +204,7 @@ def run(
 
         rules_path = load_settings().rules_dir
     pack = load_pack(rules_path)
+    freeze_startup_objects()  # as the service does after loading its pack (service/heap.py)
     others_before = other_processes()
     dev = [ticket_text(row.get("subject"), row.get("body", "")) for row in _rows(dev_path)]
     corpus = [ticket_text(row.get("subject"), row.get("body", "")) for row in _rows(corpus_path)]

@@ -3,7 +3,7 @@
 The text is normalised once, encoded to UTF-8 once, and scanned once per pattern set (a
 small, fixed number: see pack._group_key), except sets whose every pattern needs a script the
 text does not hold (scripts.py). Only the patterns a set reports are then run on their own,
-to find spans and apply validators and context windows. RE2 runs in time linear
+to find each firing rule's one span and apply validators and context windows. RE2 runs in time linear
 in the text whatever the pattern, so no input can make L1 slow down catastrophically.
 """
 
@@ -19,7 +19,6 @@ from service.l1.normalise import Normalised, normalise
 from service.l1.scripts import present
 from service.results import L1Level, L1Result, RuleHit
 
-MAX_HITS_PER_RULE = 5  # one per firing pattern, up to this many; the level needs only one
 MAX_CANDIDATES_PER_PATTERN = 100  # bounds validator/context work on texts full of numbers
 MAX_WORD_OCCURRENCES = 1000  # context words recorded per rule and ticket
 SLICE_SEARCHES = 8  # candidates checked by searching their own window before one full scan
@@ -109,21 +108,22 @@ class _Occurrences:
         return False
 
 
-def _hits_for(
+def _hit_for(
     rule: Rule,
     pattern_indices: list[int],
     subject: _Subject,
     norm: Normalised | None,
     original: str,
-) -> list[RuleHit]:
-    spans: list[tuple[int, int]] = []
+) -> RuleHit | None:
+    """The rule's hit: the first accepted match of the first of its firing patterns, or None.
+
+    One hit per rule is what the level and the explanation need; each further span would cost
+    one more search of the text (on a long ticket where dozens of rules fire, most of the time
+    spent on spans). Patterns are tried in the order the rule lists them.
+    """
     context: _Occurrences | None = None
     unless: _Occurrences | None = None
     for p in pattern_indices:
-        if len(spans) >= MAX_HITS_PER_RULE:
-            break
-        # The first accepted match of each pattern is reported: it explains the hit, and
-        # stopping there saves scanning the rest of a long ticket once per pattern.
         for n, match in enumerate(rule.patterns[p].finditer(subject.data)):
             if n >= MAX_CANDIDATES_PER_PATTERN:
                 break
@@ -138,15 +138,10 @@ def _hits_for(
                 unless = unless or _Occurrences(rule.unless, subject)
                 if unless.near(start, end):
                     continue
-            span = norm.span(start, end) if norm is not None else (start, end)
-            if span not in spans:
-                spans.append(span)
-            break
-    spec = rule.spec
-    return [
-        RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
-        for start, end in spans
-    ]
+            start, end = norm.span(start, end) if norm is not None else (start, end)
+            spec = rule.spec
+            return RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
+    return None
 
 
 def evaluate(pack: RulePack, text: str) -> L1Result:
@@ -166,7 +161,9 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
     hits: list[RuleHit] = []
     for (scope, r), pattern_indices in sorted(fired.items()):
         mapping = norm if scope == "normalised" else None
-        hits.extend(_hits_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original))
+        hit = _hit_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original)
+        if hit is not None:
+            hits.append(hit)
     hits.sort(key=lambda hit: (hit.span, hit.id))
     level: L1Level = "none"
     if any(hit.level == "red" for hit in hits):

@@ -21,6 +21,8 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
+import numpy as np
+
 # Look-alikes folded to the Latin letter they imitate (after NFKC, before case folding, so
 # capitals like Greek Β or Cyrillic Н, which case-fold to unrelated lower-case letters,
 # are caught too). Only letters that render (nearly) identically to a Latin one are listed.
@@ -227,6 +229,7 @@ class _Tables:
     # otherwise one cluster for the slow path.
     tokens: re.Pattern[str]
     translate: dict[int, str]  # lower-cased special character -> its matching form
+    is_invisible: np.ndarray  # code point -> True if the matching form drops it
 
 
 @functools.cache
@@ -234,11 +237,14 @@ def _tables() -> _Tables:
     """Derive the character classes from unicodedata (a fraction of a second, once)."""
     simple: dict[int, str] = {}  # code point -> matching form (exactly one character)
     joiners: list[int] = []
+    invisibles: list[int] = []
     for lo, hi in _SCAN_RANGES:
         for cp in range(lo, hi + 1):
             if 0xD800 <= cp <= 0xDFFF:
                 continue
             ch = chr(cp)
+            if _invisible(ch):
+                invisibles.append(cp)
             if _attaches(ch):
                 joiners.append(cp)
             elif unicodedata.is_normalized("NFKC", ch) and ch.casefold() == ch and ch not in _LOOKALIKES:
@@ -277,8 +283,15 @@ def _tables() -> _Tables:
         f"|.[{joiner}]*",
         re.DOTALL,
     )
-    return _Tables(tokens, translate)
+    is_invisible = np.zeros(0x110000, dtype=bool)
+    is_invisible[invisibles] = True
+    is_invisible[0xD800:0xE000] = True  # lone surrogates (category Cs)
+    return _Tables(tokens, translate, is_invisible)
 
+
+# The characters of ASCII that the matching form drops (controls that are not whitespace): an
+# ASCII text is checked with this small class, much faster in `re` than one of every invisible.
+_ASCII_INVISIBLE = re.compile(f"[{_ranges_to_class([cp for cp in range(128) if _invisible(chr(cp))])}]")
 
 # A whitespace run to rewrite: two or more characters, or one that is not " " or "\n".
 # Written to start with a bare \s so that the regex engine can skip ahead quickly.
@@ -318,6 +331,27 @@ class _OffsetMap:
         if self.ends[i] - self.starts[i] == self.src_ends[i] - self.src_starts[i]:
             return self.src_starts[i] + pos - self.starts[i]
         return self.src_ends[i]
+
+
+@dataclass(frozen=True, slots=True)
+class _StrippedMap:
+    """Maps offsets in text folded from a stripped text (invisibles removed) to the original.
+
+    `kept[i]` is the original offset of the stripped text's character i: a span starts at its
+    first character and ends after its last, so removed characters at either edge stay out.
+    """
+
+    folded: _OffsetMap  # folded text -> stripped text
+    kept: list[int]
+    length: int  # of the original
+
+    def start(self, pos: int) -> int:
+        i = self.folded.start(pos)
+        return self.kept[i] if i < len(self.kept) else self.length
+
+    def end(self, pos: int) -> int:
+        i = self.folded.end(pos)
+        return self.kept[i - 1] + 1 if i > 0 else (self.kept[0] if self.kept else self.length)
 
 
 class _MapBuilder:
@@ -360,7 +394,7 @@ class Normalised:
 
     original: str
     text: str
-    _folded: _OffsetMap  # text after per-cluster folding -> original
+    _folded: _OffsetMap | _StrippedMap  # text after per-cluster folding -> original
     _collapsed: _OffsetMap | None  # text -> text after folding (None: identity)
 
     def span(self, start: int, end: int) -> tuple[int, int]:
@@ -381,9 +415,28 @@ def normalise(original: str) -> Normalised:
     return Normalised(original, text, folded_map, collapsed_map)
 
 
-def fold_text(original: str) -> tuple[str, _OffsetMap]:
-    """Every step but the whitespace collapse, with the map back to `original`."""
+def fold_text(original: str) -> tuple[str, _OffsetMap | _StrippedMap]:
+    """Every step but the whitespace collapse, with the map back to `original`.
+
+    Invisible characters go first, all at once: folding would drop each one anyway, but as
+    part of a cluster of its own per letter, which costs a Python step per character on a
+    text that hides one between every two letters.
+    """
     tables = _tables()
+    if original.isascii():
+        if _ASCII_INVISIBLE.search(original) is None:
+            return _fold_visible(original, tables)
+    points = np.frombuffer(original.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    invisible = tables.is_invisible[points]
+    if not invisible.any():
+        return _fold_visible(original, tables)
+    kept = np.flatnonzero(~invisible)
+    visible = points[kept].tobytes().decode("utf-32-le")
+    folded, folded_map = _fold_visible(visible, tables)
+    return folded, _StrippedMap(folded_map, kept.tolist(), len(original))
+
+
+def _fold_visible(original: str, tables: _Tables) -> tuple[str, _OffsetMap]:
     pieces: list[str] = []
     builder = _MapBuilder()
     translate = tables.translate

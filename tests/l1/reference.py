@@ -18,7 +18,7 @@ import msgspec
 import re2
 
 from service.l1.compiled import Rule, RulePack, Window
-from service.l1.engine import MAX_CANDIDATES_PER_PATTERN, MAX_HITS_PER_RULE, _Occurrences, _scannable
+from service.l1.engine import MAX_CANDIDATES_PER_PATTERN, _Occurrences, _scannable
 from service.l1.normalise import _LINE_BREAKS, fold_text
 from service.l1.pack import options
 from service.l1.schema import RuleSpec
@@ -96,13 +96,11 @@ def _compile_declared(encoded_spec: bytes) -> tuple[tuple, Window | None, Window
     return patterns, window(spec.context), window(spec.unless)
 
 
-def _rule_spans(rule: Rule, subject: _Text, norm: _Normalised | None) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
+def _rule_span(rule: Rule, subject: _Text, norm: _Normalised | None) -> tuple[int, int] | None:
+    """The first accepted match of the first pattern, in the rule's order, that has one."""
     context = unless = None
     patterns, context_window, unless_window = _declared(rule)
     for pattern in patterns:
-        if len(spans) >= MAX_HITS_PER_RULE:
-            break
         for n, match in enumerate(pattern.finditer(subject.data)):
             if n >= MAX_CANDIDATES_PER_PATTERN:
                 break
@@ -117,11 +115,8 @@ def _rule_spans(rule: Rule, subject: _Text, norm: _Normalised | None) -> list[tu
                 unless = unless or _Occurrences(unless_window, subject)  # type: ignore[arg-type]
                 if unless.near(start, end):
                     continue
-            span = norm.span(start, end) if norm is not None else (start, end)
-            if span not in spans:
-                spans.append(span)
-            break
-    return spans
+            return norm.span(start, end) if norm is not None else (start, end)
+    return None
 
 
 def evaluate(pack: RulePack, text: str) -> L1Result:
@@ -132,8 +127,9 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
     for rule in pack.rules:
         scope = rule.spec.scope
         mapping = norm if scope == "normalised" else None
-        for start, end in _rule_spans(rule, subjects[scope], mapping):
-            spec = rule.spec
+        span = _rule_span(rule, subjects[scope], mapping)
+        if span is not None:
+            spec, (start, end) = rule.spec, span
             hits.append(
                 RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
             )

@@ -176,7 +176,5 @@ def test_context_checks_agree_between_slice_searches_and_one_scan(pack, monkeypa
     monkeypatch.setattr(engine, "SLICE_SEARCHES", 1000)
     sliced = evaluate(pack, text).rules
     assert default == scanned == sliced
-    assert [hit.text for hit in default if hit.id == "third_party.contact_details"] == [
-        "mobile 07700 900 999",
-        "07700 900 999",
-    ]
+    # The tenth candidate is the first near a third-party word: past the slice searches.
+    assert [hit.text for hit in default if hit.id == "third_party.contact_details"] == ["mobile 07700 900 999"]

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.l1 import evaluate
-from service.l1.normalise import normalise
+from service.l1.normalise import _collapse, _fold_visible, _tables, normalise
 from tests.l1.test_packs import assert_span_is_the_match
 
 # Characters that exercise every path: joiners, invisibles, ligatures, look-alikes, CJK.
@@ -44,6 +44,25 @@ def test_spans_map_back_to_the_original():
     start = norm.text.index("account")
     assert original[slice(*norm.span(start, start + len("account")))] == "ACCOUNT"
     assert norm.span(0, len(norm.text)) == (0, len(original))
+
+
+def test_invisible_characters_at_a_span_edge_stay_out_of_it():
+    original = "\u200bplease\u200d de\u00adlete\u2060\u200b now\ufeff"
+    norm = normalise(original)
+    assert norm.text == "please delete now"
+    start = norm.text.index("delete")
+    assert original[slice(*norm.span(start, start + len("delete")))] == "de\u00adlete"
+    assert original[slice(*norm.span(0, len("please")))] == "please"
+    assert original[slice(*norm.span(0, len(norm.text)))] == original[1:-1]
+    assert normalise("\u200b\u200d").text == "" and normalise("\u200b\u200d").span(0, 0) == (2, 2)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts)
+def test_stripping_invisibles_first_folds_as_clusters_would(text):
+    """Dropping invisibles before folding must give what folding them cluster by cluster gives
+    (a whitespace character may stay itself until the collapse maps it, as any other does)."""
+    assert normalise(text).text == _collapse(_fold_visible(text, _tables())[0])[0]
 
 
 def test_composed_and_decomposed_accents_match_alike():
