@@ -19,6 +19,7 @@ import functools
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from dataclasses import dataclass
 
 import numpy as np
@@ -295,7 +296,8 @@ _ASCII_INVISIBLE = re.compile(f"[{_ranges_to_class([cp for cp in range(128) if _
 
 # A whitespace run to rewrite: two or more characters, or one that is not " " or "\n".
 # Written to start with a bare \s so that the regex engine can skip ahead quickly.
-_WHITESPACE_RUN = re.compile(r"\s(?:\s+|(?<=[^ \n]))")
+_WHITESPACE_SPLIT = re.compile(r"(\s(?:\s+|(?<=[^ \n])))")
+_RUN_FORM = {True: " ", False: "\n"}  # keyed on "the run holds no line break"
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,16 +344,16 @@ class _StrippedMap:
     """
 
     folded: _OffsetMap  # folded text -> stripped text
-    kept: list[int]
+    kept: np.ndarray
     length: int  # of the original
 
     def start(self, pos: int) -> int:
         i = self.folded.start(pos)
-        return self.kept[i] if i < len(self.kept) else self.length
+        return int(self.kept[i]) if i < len(self.kept) else self.length
 
     def end(self, pos: int) -> int:
         i = self.folded.end(pos)
-        return self.kept[i - 1] + 1 if i > 0 else (self.kept[0] if self.kept else self.length)
+        return int(self.kept[i - 1]) + 1 if i > 0 else self.start(0)
 
 
 class _MapBuilder:
@@ -433,7 +435,7 @@ def fold_text(original: str) -> tuple[str, _OffsetMap | _StrippedMap]:
     kept = np.flatnonzero(~invisible)
     visible = points[kept].tobytes().decode("utf-32-le")
     folded, folded_map = _fold_visible(visible, tables)
-    return folded, _StrippedMap(folded_map, kept.tolist(), len(original))
+    return folded, _StrippedMap(folded_map, kept, len(original))
 
 
 def _fold_visible(original: str, tables: _Tables) -> tuple[str, _OffsetMap]:
@@ -455,35 +457,20 @@ def _fold_visible(original: str, tables: _Tables) -> tuple[str, _OffsetMap]:
 
 
 def _collapse(folded: str) -> tuple[str, _OffsetMap | None]:
-    """Collapse whitespace runs; written as one tight loop because long tickets have many."""
-    runs = [match.span() for match in _WHITESPACE_RUN.finditer(folded)]
-    if not runs:
+    """Collapse whitespace runs, with the map back to `folded`.
+
+    Long tickets have thousands of runs, so no Python runs per run: the text is split at the
+    runs, and each step below (forms, lengths, offsets) is one call over all the pieces.
+    """
+    parts = _WHITESPACE_SPLIT.split(folded)  # text, run, text, run, ..., text
+    if len(parts) == 1:
         return folded, None
-    pieces: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    src_starts: list[int] = []
-    src_ends: list[int] = []
-    out = last = 0
-    for start, end in runs:
-        if start > last:
-            pieces.append(folded[last:start])
-            starts.append(out)
-            src_starts.append(last)
-            out += start - last
-            ends.append(out)
-            src_ends.append(start)
-        pieces.append(" " if _LINE_BREAKS.isdisjoint(folded[start:end]) else "\n")
-        starts.append(out)
-        src_starts.append(start)
-        out += 1
-        ends.append(out)
-        src_ends.append(end)
-        last = end
-    if last < len(folded):
-        pieces.append(folded[last:])
-        starts.append(out)
-        src_starts.append(last)
-        ends.append(out + len(folded) - last)
-        src_ends.append(len(folded))
-    return "".join(pieces), _OffsetMap(starts, ends, src_starts, src_ends)
+    lengths = list(map(len, parts))
+    parts[1::2] = map(_RUN_FORM.__getitem__, map(_LINE_BREAKS.isdisjoint, parts[1::2]))
+    out_lengths = lengths.copy()
+    out_lengths[1::2] = [1] * (len(parts) // 2)
+    src = list(accumulate(lengths, initial=0))
+    out = list(accumulate(out_lengths, initial=0))
+    # A text piece maps one-to-one, a run as a whole; an empty first or last piece is a
+    # segment of length zero, which the map's lookups step over.
+    return "".join(parts), _OffsetMap(out[:-1], out[1:], src[:-1], src[1:])
