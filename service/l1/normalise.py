@@ -19,8 +19,8 @@ import functools
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
