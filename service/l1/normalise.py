@@ -427,7 +427,9 @@ def fold_text(original: str) -> tuple[str, _OffsetMap | _StrippedMap]:
     tables = _tables()
     if original.isascii():
         if _ASCII_INVISIBLE.search(original) is None:
-            return _fold_visible(original, tables)
+            # Every other ASCII character's matching form is its lower case (a test checks).
+            length = len(original)
+            return original.lower(), _OffsetMap([0], [length], [0], [length])
     points = np.frombuffer(original.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     invisible = tables.is_invisible[points]
     if not invisible.any():

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.l1 import evaluate
-from service.l1.normalise import _collapse, _fold_visible, _tables, normalise
+from service.l1.normalise import _collapse, _fold_visible, _tables, fold_text, normalise
 from tests.l1.test_packs import assert_span_is_the_match
 
 # Characters that exercise every path: joiners, invisibles, ligatures, look-alikes, CJK.
@@ -63,6 +65,13 @@ def test_stripping_invisibles_first_folds_as_clusters_would(text):
     """Dropping invisibles before folding must give what folding them cluster by cluster gives
     (a whitespace character may stay itself until the collapse maps it, as any other does)."""
     assert normalise(text).text == _collapse(_fold_visible(text, _tables())[0])[0]
+
+
+def test_ascii_folds_to_its_lower_case_as_the_cluster_path_would():
+    ascii = "".join(chr(cp) for cp in range(128))
+    visible = "".join(ch for ch in ascii if normalise(ch).text or ch.isspace())
+    assert visible == "".join(ch for ch in ascii if unicodedata.category(ch) != "Cc" or ch.isspace())
+    assert fold_text(visible)[0] == _fold_visible(visible, _tables())[0] == visible.lower()
 
 
 def test_composed_and_decomposed_accents_match_alike():
