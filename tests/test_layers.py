@@ -20,6 +20,7 @@ BASE = {
     "machine",
     "webhooks",
     "hidden_states",
+    "heap",
 }
 # area -> the service areas it may import (besides itself)
 ALLOWED = {

@@ -461,10 +461,10 @@ def _fold_visible(original: str, tables: _Tables) -> tuple[str, _OffsetMap]:
 def _collapse(folded: str) -> tuple[str, _OffsetMap | None]:
     """Collapse whitespace runs, with the map back to `folded`.
 
-    Long tickets have thousands of runs, so no Python runs per run: the text is split at the
-    runs, and each step below (forms, lengths, offsets) is one call over all the pieces.
+    No Python step per character or per piece of text: the runs are found in one call (see
+    _runs), and forms, lengths and offsets are each computed by one call over all the pieces.
     """
-    parts = _WHITESPACE_SPLIT.split(folded)  # text, run, text, run, ..., text
+    parts = _runs(folded)  # text, run, text, run, ..., text
     if len(parts) == 1:
         return folded, None
     lengths = list(map(len, parts))
@@ -476,3 +476,40 @@ def _collapse(folded: str) -> tuple[str, _OffsetMap | None]:
     # A text piece maps one-to-one, a run as a whole; an empty first or last piece is a
     # segment of length zero, which the map's lookups step over.
     return "".join(parts), _OffsetMap(out[:-1], out[1:], src[:-1], src[1:])
+
+
+# From this many characters on, runs are found with array operations: the regex tries a match
+# at every single space (thousands on a long ticket, most of the cost of normalising it),
+# while below it numpy's fixed cost per call is more than the regex takes.
+_ARRAY_RUNS_FROM = 2048
+
+
+def _runs(folded: str) -> list[str]:
+    """`folded` split at the whitespace runs to rewrite: text, run, text, …, text."""
+    if len(folded) < _ARRAY_RUNS_FROM:
+        return _WHITESPACE_SPLIT.split(folded)
+    return _split_at_array_runs(folded)
+
+
+def _split_at_array_runs(folded: str) -> list[str]:
+    """What `_WHITESPACE_SPLIT.split` answers, from whitespace edges found by numpy."""
+    points = np.frombuffer(folded.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    edges = np.flatnonzero(np.diff(_is_space().take(points), prepend=False, append=False))
+    starts, ends = edges[0::2], edges[1::2]  # every stretch of whitespace, single spaces too
+    first = points.take(starts)
+    rewrite = (ends - starts > 1) | ((first != 0x20) & (first != 0x0A))
+    parts: list[str] = []
+    last = 0
+    for start, end in zip(starts[rewrite].tolist(), ends[rewrite].tolist(), strict=True):
+        parts += (folded[last:start], folded[start:end])
+        last = end
+    parts.append(folded[last:])
+    return parts
+
+
+@functools.cache
+def _is_space() -> np.ndarray:
+    """Code point -> whitespace, as `str.isspace` (and the regex's \\s) says."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[[cp for cp in range(0x3001) if chr(cp).isspace()]] = True  # none lies beyond U+3000
+    return table

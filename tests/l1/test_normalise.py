@@ -8,7 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.l1 import evaluate
-from service.l1.normalise import _collapse, _fold_visible, _tables, fold_text, normalise
+from service.l1.normalise import (
+    _WHITESPACE_SPLIT,
+    _collapse,
+    _fold_visible,
+    _split_at_array_runs,
+    _tables,
+    fold_text,
+    normalise,
+)
 from tests.l1.test_packs import assert_span_is_the_match
 
 # Characters that exercise every path: joiners, invisibles, ligatures, look-alikes, CJK.
@@ -65,6 +73,13 @@ def test_stripping_invisibles_first_folds_as_clusters_would(text):
     """Dropping invisibles before folding must give what folding them cluster by cluster gives
     (a whitespace character may stay itself until the collapse maps it, as any other does)."""
     assert normalise(text).text == _collapse(_fold_visible(text, _tables())[0])[0]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts)
+def test_long_texts_find_the_same_whitespace_runs_as_short_ones(text):
+    """Long texts find runs with numpy, short ones with the regex: the two must agree."""
+    assert _split_at_array_runs(text) == _WHITESPACE_SPLIT.split(text)
 
 
 def test_ascii_folds_to_its_lower_case_as_the_cluster_path_would():
