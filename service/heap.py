@@ -2,9 +2,9 @@
 
 Start-up leaves tens of thousands of long-lived objects (the compiled rule pack, the Unicode
 tables of the normaliser, the model's metadata). Every full (generation 2) collection walks
-them all again: 13-16 ms per pass on the bench machine, and such a pass lands inside whatever
-request or evaluation allocated last (it showed up as a 23 ms L1 evaluation of a ticket that
-takes 2 ms). `gc.freeze()` moves them to a generation the collector never scans.
+them all again, and such a pass lands inside whatever request or evaluation allocated last
+(in docs/results/bench-l1-before-spans.json, a 32 KiB ticket that takes 2 ms measured 24 ms
+once). `gc.freeze()` moves them to a generation the collector never scans.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The text is normalised once, encoded to UTF-8 once, and scanned once per pattern set (a
 small, fixed number: see pack._group_key), except sets whose every pattern needs a script the
 text does not hold (scripts.py). Only the patterns a set reports are then run on their own,
-to find each firing rule's one span and apply validators and context windows. RE2 runs in time linear
-in the text whatever the pattern, so no input can make L1 slow down catastrophically.
+to find each firing rule's one span and apply validators and context windows. RE2 runs in
+time linear in the text whatever the pattern, so no input can make L1 slow catastrophically.
 """
 
 from __future__ import annotations

@@ -231,6 +231,7 @@ class _Tables:
     tokens: re.Pattern[str]
     translate: dict[int, str]  # lower-cased special character -> its matching form
     is_invisible: np.ndarray  # code point -> True if the matching form drops it
+    is_space: np.ndarray  # code point -> True if whitespace (str.isspace, the regex's \\s)
 
 
 @functools.cache
@@ -287,7 +288,14 @@ def _tables() -> _Tables:
     is_invisible = np.zeros(0x110000, dtype=bool)
     is_invisible[invisibles] = True
     is_invisible[0xD800:0xE000] = True  # lone surrogates (category Cs)
-    return _Tables(tokens, translate, is_invisible)
+    is_space = np.zeros(0x110000, dtype=bool)
+    is_space[[cp for cp in range(0x3001) if chr(cp).isspace()]] = True  # none lies beyond U+3000
+    return _Tables(tokens, translate, is_invisible, is_space)
+
+
+def _code_points(text: str) -> np.ndarray:
+    """The text's code points as an array (lone surrogates included), for table look-ups."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 # The characters of ASCII that the matching form drops (controls that are not whitespace): an
@@ -430,8 +438,8 @@ def fold_text(original: str) -> tuple[str, _OffsetMap | _StrippedMap]:
             # Every other ASCII character's matching form is its lower case (a test checks).
             length = len(original)
             return original.lower(), _OffsetMap([0], [length], [0], [length])
-    points = np.frombuffer(original.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    invisible = tables.is_invisible[points]
+    points = _code_points(original)
+    invisible = tables.is_invisible.take(points)
     if not invisible.any():
         return _fold_visible(original, tables)
     kept = np.flatnonzero(~invisible)
@@ -493,8 +501,8 @@ def _runs(folded: str) -> list[str]:
 
 def _split_at_array_runs(folded: str) -> list[str]:
     """What `_WHITESPACE_SPLIT.split` answers, from whitespace edges found by numpy."""
-    points = np.frombuffer(folded.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    edges = np.flatnonzero(np.diff(_is_space().take(points), prepend=False, append=False))
+    points = _code_points(folded)
+    edges = np.flatnonzero(np.diff(_tables().is_space.take(points), prepend=False, append=False))
     starts, ends = edges[0::2], edges[1::2]  # every stretch of whitespace, single spaces too
     first = points.take(starts)
     rewrite = (ends - starts > 1) | ((first != 0x20) & (first != 0x0A))
@@ -505,11 +513,3 @@ def _split_at_array_runs(folded: str) -> list[str]:
         last = end
     parts.append(folded[last:])
     return parts
-
-
-@functools.cache
-def _is_space() -> np.ndarray:
-    """Code point -> whitespace, as `str.isspace` (and the regex's \\s) says."""
-    table = np.zeros(0x110000, dtype=bool)
-    table[[cp for cp in range(0x3001) if chr(cp).isspace()]] = True  # none lies beyond U+3000
-    return table

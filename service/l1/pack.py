@@ -34,9 +34,9 @@ _LANGUAGE = re.compile(r"[a-z]{2}\Z")
 # largest sets rebuilt their DFA on most short tickets (0.4-0.7 ms each, up to 9 ms).
 SET_MAX_MEM = 64 << 20
 # Patterns per re2.Set (see _pattern_sets): today one set per family (the largest holds 224).
-# Measured back to back with 128 (two sets each for the ASCII and Unicode families): fewer,
-# larger sets scanned long tickets faster (32 KiB p99 2.5 against 2.9 ms) and short ones no
-# slower, at the price of a slower first pass of a fresh process (100 against 69 ms).
+# Against 128 (two sets each for the ASCII and Unicode families), fewer and larger sets scan
+# long tickets faster and short ones no slower, but make the first pass of a fresh process
+# slower (docs/l1.md, the bench rows bench-l1-before-spans.json and bench-l1-spans.json).
 SET_SIZE = 256
 PATTERN_MAX_MEM = 4 << 20
 # Han characters and Unicode classes: see _group_key.
