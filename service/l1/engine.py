@@ -24,13 +24,14 @@ MAX_WORD_OCCURRENCES = 1000  # context words recorded per rule and ticket
 SLICE_SEARCHES = 8  # candidates checked by searching their own window before one full scan
 
 
-def _scannable(text: str) -> str:
-    """RE2 takes UTF-8: lone surrogates (possible in a Python str) become U+FFFD, same length."""
+def _scannable(text: str) -> tuple[str, bytes]:
+    """The text and its UTF-8, which RE2 reads: lone surrogates (possible in a Python str)
+    become U+FFFD, same length. The text is encoded once, here (32 KiB: about 0.03 ms)."""
     try:
-        text.encode("utf-8")
+        return text, text.encode("utf-8")
     except UnicodeEncodeError:
-        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
-    return text
+        text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+        return text, text.encode("utf-8")
 
 
 class _Subject:
@@ -40,23 +41,23 @@ class _Subject:
     characters on every call, which dominated the cost on long tickets.
     """
 
-    __slots__ = ("text", "data", "_chars")
+    __slots__ = ("text", "data", "_continuations")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, data: bytes | None = None) -> None:
         self.text = text
-        self.data = text.encode("utf-8")
-        self._chars: np.ndarray | None = None
+        self.data = text.encode("utf-8") if data is None else data
+        self._continuations: np.ndarray | None = None
 
     def char(self, offset: int) -> int:
         """The character offset of a byte offset that falls on a character boundary."""
         if len(self.data) == len(self.text):
             return offset
-        if self._chars is None:
+        if self._continuations is None:
+            # Where the UTF-8 continuation bytes are: few in most texts, and cheaper to find
+            # than a running count of characters at every byte (0.035 ms at 32 KiB).
             raw = np.frombuffer(self.data, dtype=np.uint8)
-            chars = np.zeros(len(raw) + 1, dtype=np.int64)
-            np.cumsum((raw & 0xC0) != 0x80, out=chars[1:])  # count UTF-8 lead bytes
-            self._chars = chars
-        return int(self._chars[offset])
+            self._continuations = np.flatnonzero((raw & 0xC0) == 0x80)
+        return offset - int(self._continuations.searchsorted(offset))
 
 
 class _Occurrences:
@@ -147,9 +148,9 @@ def _hit_for(
 def evaluate(pack: RulePack, text: str) -> L1Result:
     """Which rules fire on `text` (service.results.ticket_text), where, and the L1 level."""
     started = time.perf_counter()
-    original = _scannable(text)
+    original, data = _scannable(text)
     norm = normalise(original)
-    subjects = {"normalised": _Subject(norm.text), "original": _Subject(original)}
+    subjects = {"normalised": _Subject(norm.text), "original": _Subject(original, data)}
     fired: dict[tuple[str, int], list[int]] = {}
     scripts = present(subjects["normalised"].data)
     for patterns in pack.sets:

@@ -120,7 +120,7 @@ def _rule_span(rule: Rule, subject: _Text, norm: _Normalised | None) -> tuple[in
 
 
 def evaluate(pack: RulePack, text: str) -> L1Result:
-    original = _scannable(text)
+    original, _ = _scannable(text)
     norm = _Normalised(original)
     subjects = {"normalised": _Text(norm.text), "original": _Text(original)}
     hits: list[RuleHit] = []

@@ -9,9 +9,12 @@ from hypothesis import strategies as st
 
 from service.l1 import evaluate
 from service.l1.normalise import (
+    _SCAN_RANGES,
     _WHITESPACE_SPLIT,
+    _code_points,
     _collapse,
-    _fold_visible,
+    _fold_array,
+    _fold_tokens,
     _split_at_array_runs,
     _tables,
     fold_text,
@@ -72,7 +75,7 @@ def test_invisible_characters_at_a_span_edge_stay_out_of_it():
 def test_stripping_invisibles_first_folds_as_clusters_would(text):
     """Dropping invisibles before folding must give what folding them cluster by cluster gives
     (a whitespace character may stay itself until the collapse maps it, as any other does)."""
-    assert normalise(text).text == _collapse(_fold_visible(text, _tables())[0])[0]
+    assert normalise(text).text == _collapse(_fold_tokens(text, _tables())[0])[0]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
@@ -82,11 +85,36 @@ def test_long_texts_find_the_same_whitespace_runs_as_short_ones(text):
     assert _split_at_array_runs(text) == _WHITESPACE_SPLIT.split(text)
 
 
+def _fold_both_ways(text: str) -> tuple[tuple, tuple]:
+    """Short texts fold token by token, long ones with arrays: both answers, text and map."""
+    text = "".join(ch for ch in text if not 0xD800 <= ord(ch) <= 0xDFFF)  # fold_text drops these first
+    return _fold_tokens(text, _tables()), _fold_array(text, _tables().forms.take(_code_points(text)))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(texts)
+def test_long_texts_fold_as_short_ones(text):
+    tokens, arrays = _fold_both_ways(text)
+    assert tokens == arrays
+
+
+def test_every_code_point_folds_alike_both_ways():
+    for lo, hi in _SCAN_RANGES:
+        for start in range(lo, hi + 1, 0x4000):
+            points = (cp for cp in range(start, min(hi + 1, start + 0x4000)) if not 0xD800 <= cp <= 0xDFFF)
+            # each character alone, and each followed by a joiner
+            text = "".join(chr(cp) + "a" for cp in points)
+            tokens, arrays = _fold_both_ways(text)
+            assert tokens == arrays, hex(start)
+            tokens, arrays = _fold_both_ways(text.replace("a", "\u0301"))
+            assert tokens == arrays, hex(start)
+
+
 def test_ascii_folds_to_its_lower_case_as_the_cluster_path_would():
     ascii = "".join(chr(cp) for cp in range(128))
     visible = "".join(ch for ch in ascii if normalise(ch).text or ch.isspace())
     assert visible == "".join(ch for ch in ascii if unicodedata.category(ch) != "Cc" or ch.isspace())
-    assert fold_text(visible)[0] == _fold_visible(visible, _tables())[0] == visible.lower()
+    assert fold_text(visible)[0] == _fold_tokens(visible, _tables())[0] == visible.lower()
 
 
 def test_composed_and_decomposed_accents_match_alike():
