@@ -52,12 +52,22 @@ class _Subject:
         """The character offset of a byte offset that falls on a character boundary."""
         if len(self.data) == len(self.text):
             return offset
+        return offset - int(self._continuation_bytes().searchsorted(offset))
+
+    def chars(self, offsets: list[int]) -> list[int]:
+        """`char` of many offsets at once (one array call instead of one per offset)."""
+        if len(self.data) == len(self.text) or not offsets:
+            return offsets
+        found = np.asarray(offsets)
+        return (found - self._continuation_bytes().searchsorted(found)).tolist()
+
+    def _continuation_bytes(self) -> np.ndarray:
+        """Where the UTF-8 continuation bytes are: few in most texts, and cheaper to find than
+        a running count of characters at every byte (0.035 ms at 32 KiB)."""
         if self._continuations is None:
-            # Where the UTF-8 continuation bytes are: few in most texts, and cheaper to find
-            # than a running count of characters at every byte (0.035 ms at 32 KiB).
             raw = np.frombuffer(self.data, dtype=np.uint8)
             self._continuations = np.flatnonzero((raw & 0xC0) == 0x80)
-        return offset - int(self._continuations.searchsorted(offset))
+        return self._continuations
 
 
 class _Occurrences:
@@ -81,13 +91,15 @@ class _Occurrences:
 
     def _scan(self) -> list[int]:
         starts: list[int] = []
+        ends: list[int] = []
         for n, match in enumerate(self.window.words.finditer(self.subject.data)):
             if n >= MAX_WORD_OCCURRENCES:
                 self.complete = False  # past the last recorded one, fall back to a search
                 break
-            starts.append(self.subject.char(match.start()))
-            self.ends.append(self.subject.char(match.end()))
-        return starts
+            starts.append(match.start())
+            ends.append(match.end())
+        self.ends = self.subject.chars(ends)
+        return self.subject.chars(starts)
 
     def near(self, start: int, end: int) -> bool:
         window = self.window

@@ -35,6 +35,9 @@ class _Text:
     def char(self, offset: int) -> int:
         return len(self.data[:offset].decode("utf-8"))
 
+    def chars(self, offsets: list[int]) -> list[int]:
+        return [self.char(offset) for offset in offsets]
+
 
 def collapse(folded: str) -> tuple[str, list[int], list[int]]:
     """Whitespace runs to one character; for each output character, its source [start, end)."""
