@@ -206,22 +206,30 @@ def study_features() -> str:
 
 def study_sources() -> str:
     gated_path, open_path = "docs/results/study-sources.json", "docs/results/study-sources-nogate.json"
-    gated, open_ = _json(gated_path), _json(open_path)
+    bagged_path = "docs/results/study-sources-bagged.json"
+    gated, open_, bagged = _json(gated_path), _json(open_path), _json(bagged_path)
     rows = [
         "| graded source | fitted on | AUC | greens cleared | answered automatically | false greens "
-        "| without the gate: greens cleared | without the gate: false greens |",
-        "|---|---|" + "---:|" * 6,
+        "| without the gate: greens cleared | without the gate: false greens "
+        "| bagged heads: greens cleared | bagged heads: false greens |",
+        "|---|---|" + "---:|" * 8,
     ]
     for name, g in gated["held_out"].items():
-        o = open_["held_out"][name]
+        o, b = open_["held_out"][name], bagged["held_out"][name]
         rows.append(
             f"| {name} ({g['n']}) | {' + '.join(g['trained_on'])} | {g['auc_green']:.3f} | "
             f"{_pct(g['greens_cleared'])} | {_pct(g['answered_automatically'])} | **{g['false_greens']}** | "
-            f"{_pct(o['greens_cleared'])} | {o['false_greens']} |"
+            f"{_pct(o['greens_cleared'])} | {o['false_greens']} | {_pct(b['greens_cleared'])} | {b['false_greens']} |"
         )
     note = (
-        f"Risk head on {gated['features']}, gate on {gated['gate']}, the risk question alone (no L1, no flags). "
-        + _source(gated_path, open_path, after=" (the second with `--gate none`)")
+        f"Risk head on {gated['features']}, gate on {gated['gate']}, the risk question alone (no L1, no flags); "
+        "bagged heads: 8 linear heads on bootstrap resamples, P(green) the lowest of them, same gate. "
+        + _source(
+            gated_path,
+            open_path,
+            bagged_path,
+            after=" (the second with `--gate none`, the third with `--head bagged`)",
+        )
     )
     return "\n".join(rows) + "\n\n" + note + "\n"
 

@@ -101,9 +101,37 @@ class MlpHead:
         return out
 
 
+class BaggedHead:
+    """Linear heads on bootstrap resamples of the training rows; P(green) is the lowest any of
+    them gives (green only when every resample's head agrees), the other options their mean,
+    rescaled to the rest. The issue's "independently fitted heads disagree" test, for the study
+    only: it is shipped only if it clears more greens without false greens on other sources."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, cs: tuple[float, ...], seed: int, heads: int = 8) -> None:
+        rng = np.random.default_rng(seed)
+        c = (cs[0],) if len(cs) == 1 else (fit_head(x, y, 3, cs, 3, seed).c,)  # one C, chosen once
+        self.heads = []
+        while len(self.heads) < heads:
+            rows = rng.choice(len(y), size=len(y), replace=True)
+            if len(np.unique(y[rows])) == 3:  # a resample without a class fits another question
+                self.heads.append(fit_head(x[rows], y[rows], 3, c, 3, seed))
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        each = np.stack([head.predict_proba(x) for head in self.heads])
+        green = each[:, :, GREEN].min(axis=0)
+        rest = np.delete(each.mean(axis=0), GREEN, axis=1)
+        rest *= ((1.0 - green) / np.maximum(rest.sum(axis=1), 1e-12))[:, None]
+        return np.insert(rest, GREEN, green, axis=1)
+
+
+HEAD_KINDS = ("linear", "mlp", "bagged")
+
+
 def _head(x: np.ndarray, y: np.ndarray, cs: tuple[float, ...], seed: int, kind: str):
     if kind == "mlp":
         return MlpHead(x, y, seed)
+    if kind == "bagged":
+        return BaggedHead(x, y, cs, seed)
     return fit_head(x, y, 3, cs, 3, seed)
 
 
@@ -200,15 +228,20 @@ def feature_study(
 
 
 def cross_source(
-    sources: dict[str, list[Example]], spec: str, gate_spec: str | None, questions: list[str], n_layer: int
+    sources: dict[str, list[Example]],
+    spec: str,
+    gate_spec: str | None,
+    questions: list[str],
+    n_layer: int,
+    head: str = "linear",
 ) -> dict:
     """Each source graded by a fit on all the others: the service on a style it was not tuned on."""
     names = feature_names(spec, questions, n_layer)
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
-    out: dict = {"features": spec, "gate": gate_spec, "held_out": {}}
+    out: dict = {"features": spec, "gate": gate_spec, "head": head, "held_out": {}}
     for held in sources:
         pool = [e for s, ex in sources.items() if s != held for e in ex]
-        fitted = fit_green(arrays(pool, names, gate_names), gate_quantile=0.95 if gate_spec else None)
+        fitted = fit_green(arrays(pool, names, gate_names), gate_quantile=0.95 if gate_spec else None, head=head)
         result = grade(fitted, arrays(sources[held], names, gate_names))
         result.update(
             threshold=fitted.threshold, rule=fitted.green_choice.rule, trained_on=[s for s in sources if s != held]

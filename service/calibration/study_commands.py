@@ -130,7 +130,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             )
         elif args.what == "sources":
             report = study.cross_source(
-                sources, args.features[0] if args.features else DEFAULT_FEATURES, gate, questions, n_layer
+                sources, args.features[0] if args.features else DEFAULT_FEATURES, gate, questions, n_layer, args.head
             )
         else:
             pool = [e for name in args.train.split("+") for e in sources[name]]
@@ -278,9 +278,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--head",
-        choices=["linear", "mlp"],
+        choices=["linear", "mlp", "bagged"],  # study.HEAD_KINDS (not imported: registration stays light)
         default="linear",
-        help="features: the risk head (mlp: one hidden layer, scikit-learn)",
+        help="features, sources: the risk head (mlp: one hidden layer, scikit-learn; bagged: 8 linear heads "
+        "on bootstrap resamples, green only as far as all of them agree)",
     )
     parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
     parser.add_argument("--cache-dir", metavar="DIR", default=None)

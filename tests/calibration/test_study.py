@@ -72,3 +72,36 @@ def test_the_learning_curve_refits_on_growing_subsets(sources):
     sizes = [p["labels"] for p in curve["points"]]
     assert sizes.count(50) == 2 and sizes.count(200) == 2 and sizes[-1] == 400
     assert all(0.0 <= p["dev"]["greens_cleared"] <= 1.0 for p in curve["points"])
+
+
+def test_bagged_heads_give_green_only_as_far_as_every_resample_agrees(sources):
+    tr = study.arrays(sources["train"], ("ticket@l11",))
+    bagged = study.BaggedHead(tr.x, tr.y, (0.1,), seed=0, heads=4)
+    graded = study.arrays(sources["dev"], ("ticket@l11",))
+    p = bagged.predict_proba(graded.x)
+    each = np.stack([head.predict_proba(graded.x) for head in bagged.heads])
+    assert len(bagged.heads) == 4
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_allclose(p[:, study.GREEN], each[:, :, study.GREEN].min(axis=0))
+    # the heads differ (bootstrap resamples), so the lowest is below their mean somewhere
+    assert (p[:, study.GREEN] < each[:, :, study.GREEN].mean(axis=0) - 1e-6).any()
+
+
+def test_each_source_is_graded_with_the_head_asked_for(sources):
+    report = study.cross_source(
+        {"train": sources["train"], "dev": sources["dev"]}, "ticket@mid", "ticket@mid", QUESTIONS, 24, head="bagged"
+    )
+    assert report["head"] == "bagged"
+    dev = report["held_out"]["dev"]
+    assert dev["false_greens"] == 0 and dev["greens_cleared"] > 0.5
+
+
+def test_the_cli_offers_every_head_the_study_knows():
+    import argparse
+
+    from service.calibration import study_commands
+
+    parser = argparse.ArgumentParser()
+    study_commands.register(parser.add_subparsers())
+    choices = next(a for a in parser._subparsers._group_actions[0].choices["study"]._actions if a.dest == "head")
+    assert tuple(choices.choices) == study.HEAD_KINDS
