@@ -577,6 +577,8 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-engine.json": "8 sets by bytes read, case-sensitive, script sets skipped",
     "docs/results/bench-l1-before-spans.json": "the engine above, back to back with the next row",
     "docs/results/bench-l1-spans.json": "one span per rule, 6 sets, invisibles and runs found by array, heap frozen",
+    "docs/results/bench-l1-before-arrays.json": "the engine above, back to back with the next row",
+    "docs/results/bench-l1-arrays.json": "long texts folded by one table look-up, offsets from continuation bytes",
 }
 
 
