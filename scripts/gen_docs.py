@@ -221,7 +221,14 @@ def study_sources() -> str:
             f"{_pct(g['greens_cleared'])} | {_pct(g['answered_automatically'])} | **{g['false_greens']}** | "
             f"{_pct(o['greens_cleared'])} | {o['false_greens']} | {_pct(b['greens_cleared'])} | {b['false_greens']} |"
         )
+    band = gated["held_out"][next(iter(gated["held_out"]))]["under_threshold_band"]["from"]
+    under = "; ".join(
+        f"{name} {g['under_threshold_band']['greens']} green, {g['under_threshold_band']['non_greens']} not green"
+        for name, g in gated["held_out"].items()
+    )
     note = (
+        f"Just under the green threshold (P(green) from {band}, through the gate) lie the tickets a second opinion "
+        f"(the cascade to a larger model) could at most clear, and those it would have to refuse: {under}. "
         f"Risk head on {gated['features']}, gate on {gated['gate']}, the risk question alone (no L1, no flags); "
         "bagged heads: 8 linear heads on bootstrap resamples, P(green) the lowest of them, same gate. "
         + _source(

@@ -24,6 +24,7 @@ from service.calibration.replay import Example, feature_names
 from service.calibration.thresholds import GREEN, choose_green
 
 RISK = ("green", "yellow", "red")
+CASCADE_BAND_FROM = 0.9  # P(green) from which a ticket under the green threshold counts as "just under"
 STUDY_CS: tuple[float, ...] = NARROW_CS
 
 
@@ -179,6 +180,9 @@ def grade(fitted: Fitted, graded: Arrays) -> dict:
     if fitted.gate is not None and graded.gate_x is not None:
         blocked = fitted.gate.distances(graded.gate_x) > fitted.gate.info.threshold  # type: ignore[attr-defined]
     auto = over & ~blocked
+    # What a second opinion (the cascade to a larger model) could at most gain: the tickets the
+    # gate lets through that land just under the threshold.
+    band = (p >= CASCADE_BAND_FROM) & ~over & ~blocked
     return {
         "n": len(p),
         "greens": int(green.sum()),
@@ -191,6 +195,11 @@ def grade(fitted: Fitted, graded: Arrays) -> dict:
         "blocked_by_gate": int((over & blocked).sum()),
         "non_greens_blocked_by_gate": int((over & blocked & ~green).sum()),
         "greens_blocked_by_gate": int((over & blocked & green).sum()),
+        "under_threshold_band": {
+            "from": CASCADE_BAND_FROM,
+            "greens": int((band & green).sum()),
+            "non_greens": int((band & ~green).sum()),
+        },
     }
 
 

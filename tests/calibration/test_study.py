@@ -63,6 +63,12 @@ def test_each_source_is_graded_by_a_fit_on_the_others(sources):
     )
     assert report["held_out"]["dev"]["trained_on"] == ["train"]
     assert report["held_out"]["train"]["n"] == 400
+    dev = report["held_out"]["dev"]
+    band = dev["under_threshold_band"]
+    # the band sits under the threshold: its greens are not among those cleared
+    cleared = round(dev["greens_cleared"] * dev["greens"])
+    assert band["from"] == study.CASCADE_BAND_FROM and band["greens"] + cleared <= dev["greens"]
+    assert band["non_greens"] + dev["false_greens"] <= dev["n"] - dev["greens"]
 
 
 def test_the_learning_curve_refits_on_growing_subsets(sources):
