@@ -604,7 +604,38 @@ def l1_bench_runs() -> str:
     return "\n".join(rows) + "\n"
 
 
+def cascade() -> str:
+    path = "docs/results/cascade.json"
+    report = _json(path)
+    rows = [
+        "| graded source | tickets | band (share) | greens cleared: 0.5B alone → with the 1.5B on the band "
+        "| false greens: alone → with | mean time per ticket |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, g in report["graded"].items():
+        d = report["decision"]["per_source"][name]
+        rows.append(
+            f"| {name} | {g['n']} | {g['band']} ({_pct(g['band_share'])}) | {_pct(g['without']['greens_cleared'])} → "
+            f"{_pct(g['with']['greens_cleared'])} | {g['without']['false_greens']} → **{g['with']['false_greens']}** "
+            f"| {d['mean_time_ratio']:.2f}× |"
+        )
+    fitted = "; ".join(
+        f"for {name}: {' + '.join(f'{s} {n}' for s, n in g['second_fitted_on'].items())}"
+        for name, g in report["graded"].items()
+    )
+    verdict = "shipped" if report["decision"]["ship"] else "not shipped"
+    note = (
+        f"Band: P(green) from {report['band_from']} up to the 0.5B's threshold, through its gate. The 1.5B's risk head "
+        f"on its own ticket@mid was fitted on ({fitted}) and clears a band ticket at or above its own zero-false-green "
+        f"threshold. Mean time: 1 + band share × {report['time_ratio_1_5b']:.2f} (the 1.5B's median time per ticket "
+        f"over the 0.5B's, docs/results/dev-1.5b.json and dev-0.5b.json). **Decision: {verdict}** (more greens, no "
+        "false green added and at most 1.5× the mean time, on every graded source). " + _source(path)
+    )
+    return "\n".join(rows) + "\n\n" + note + "\n"
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
+    "cascade": cascade,
     "bench-l2": bench_l2,
     "models": models,
     "study-features": study_features,
