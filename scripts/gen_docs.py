@@ -439,11 +439,11 @@ def bench_l2_runs() -> str:
         report = _json(path)
         l2 = report["l2"]
         rows.append(
-            f"| [{path.removeprefix('docs/results/')}]({path}) | {build} | {report['created_at'][:10]} | "
+            f"| [{path.removeprefix('docs/results/')}]({path}) | {build} | {l2.get('created_at', report['created_at'])[:10]} | "
             f"{l2['questions']} | "
             f"{sum(l2['suffix_tokens'].values())} | {l2['system_tokens']} | {_ms(l2['logits_ms_median'])} | "
             f"{_ms(l2['json_ms_median'])} | {l2['ratio']:.2f}× | {_pct(l2['extra_question_share'])} | "
-            f"{report['machine']['load_avg_1m']} |"
+            f"{l2.get('machine', report['machine'])['load_avg_1m']} |"  # a kept section has its own run's
         )
     return "\n".join(rows) + "\n"
 
@@ -591,13 +591,15 @@ L1_BENCH_RUNS = {
 
 def l1_bench_runs() -> str:
     rows = [
-        "| result file | pack | rules_sha | ≤ 4 KiB p50 / p99 ms | 32 KiB p99 ms | dense p99 ms | load average |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| result file | pack | rules_sha | CPU | ≤ 4 KiB p50 / p99 ms | 32 KiB p99 ms | dense p99 ms | load average |",
+        "|---|---|---|---|---:|---:|---:|---:|",
     ]
     for path, pack in L1_BENCH_RUNS.items():
-        l1 = _json(path)["l1"]
+        report = _json(path)
+        l1 = report["l1"]
+        cpu = report.get("machine", {}).get("cpu", "?").split(" @ ")[0]
         rows.append(
-            f"| [{Path(path).name}]({path}) | {pack} | `{l1['rules_sha'][:8]}` | {l1['p50_ms']:.3f} / "
+            f"| [{Path(path).name}]({path}) | {pack} | `{l1['rules_sha'][:8]}` | {cpu} | {l1['p50_ms']:.3f} / "
             f"{l1['p99_ms']:.3f} | {l1['p99_ms_32k']:.2f} | {l1['p99_ms_32k_dense']:.1f} | "
             f"{l1['machine']['load_avg_1m']} |"
         )
