@@ -20,6 +20,7 @@ public-style texts joined (data/public-style/README.md); the replays go to the r
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import random
@@ -30,13 +31,10 @@ import msgspec
 import numpy as np
 
 from service.calibration.fit import single_thread_blas
-from service.calibration.replay import ReplayCache, feature_names, replay, replay_capture
+from service.calibration.replay import feature_names
 from service.calibration.study import CASCADE_BAND_FROM, GREEN, RISK, arrays, fit_green
-from service.l2.classifier import DEFAULT_MODE, Classifier, bundled_model_path, model_sha256
-from service.l2.prompts import load_prompts
-from service.l2.runner import model_layers
+from service.calibration.study_commands import replayed_sources
 from service.labelled import LabelledTicket, read_labelled
-from service.progress import progress
 from service.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,34 +45,27 @@ SOURCES = {
     "public-style": ROOT / "var" / "data" / "public-style.jsonl",
 }
 OUT = ROOT / "docs" / "results" / "cascade.json"
+WORK = ROOT / "var" / "cascade"  # the 1.5B's samples as labelled files
 GRADED = ("dev", "public-style")
 SAMPLE = {"train": 300, "public-style": 150}  # the 1.5B's fitting sample per source
 SEED = 0
 
 
-def _examples(records: dict[str, list[LabelledTicket]], size: str) -> tuple[dict, list[str], int]:
-    """{source: examples} replayed through the bundled model of `size` (cached)."""
+def _examples(files: dict[str, Path], size: str) -> tuple[dict, list[str], int]:
+    """{source: examples} replayed through the bundled model of `size`, through the replay
+    cache, as `triage study` reads them."""
     settings = msgspec.structs.replace(load_settings(), model_size=size)
-    path = bundled_model_path(settings)
-    n_layer = model_layers(path)
-    capture = replay_capture(n_layer)
-    prompts = load_prompts(settings.prompts_dir)
-    cache = ReplayCache(
-        Path(settings.var_dir) / "calibration-cache", model_sha256(path), prompts.sha, DEFAULT_MODE, capture
-    )
-    model = None
+    data = [f"{name}={path}" for name, path in files.items()]
+    args = argparse.Namespace(data=data, cache_dir=None, l1_features=False, quiet=False)
+    sources, questions, n_layer, _ = replayed_sources(args, settings)
+    return sources, questions, n_layer
 
-    def factory():
-        nonlocal model
-        if model is None:
-            model = Classifier.from_settings(settings, calibrator=None, capture=capture)
-        return model
 
-    out = {}
-    for name, recs in records.items():
-        with progress(total=len(recs), desc=f"replay {name} ({size})", unit="ticket") as bar:
-            out[name] = replay(recs, name, cache, factory, progress=lambda done, _t, _id: bar.update(done - bar.n))[0]
-    return out, list(prompts.questions), n_layer
+def _write(records: list[LabelledTicket], name: str) -> Path:
+    path = WORK / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
+    return path
 
 
 def _stratified(records: list[LabelledTicket], n: int, rng: random.Random) -> list[LabelledTicket]:
@@ -90,7 +81,7 @@ def _stratified(records: list[LabelledTicket], n: int, rng: random.Random) -> li
 
 def main() -> int:
     records = {name: read_labelled(path) for name, path in SOURCES.items()}
-    small, questions, n_layer = _examples(records, "0.5b")
+    small, questions, n_layer = _examples(SOURCES, "0.5b")
     names_small = feature_names("ticket@mid", questions, n_layer)
     rng = random.Random(SEED)
     samples = {name: _stratified(records[name], n, rng) for name, n in SAMPLE.items()}
@@ -110,13 +101,14 @@ def main() -> int:
         held: {i for i, pi, ok in zip(g.ids, p, passes, strict=True) if ok and CASCADE_BAND_FROM <= pi < threshold}
         for held, (g, p, passes, threshold) in first.items()
     }
-    big_records = {
-        "train-sample": samples["train"],
-        "public-style-sample": samples["public-style"],
-        "dev": records["dev"],
-        "public-style-band": [r for r in records["public-style"] if r.id in band_ids["public-style"]],
+    band = [r for r in records["public-style"] if r.id in band_ids["public-style"]]
+    big_files = {
+        "train-sample": _write(samples["train"], "train-sample"),
+        "public-style-sample": _write(samples["public-style"], "public-style-sample"),
+        "dev": SOURCES["dev"],
+        "public-style-band": _write(band, "public-style-band"),
     }
-    big, big_questions, big_layers = _examples(big_records, "1.5b")
+    big, big_questions, big_layers = _examples(big_files, "1.5b")
     names_big = feature_names("ticket@mid", big_questions, big_layers)
     pools = {"dev": ("train-sample", "public-style-sample"), "public-style": ("train-sample", "dev")}
     with single_thread_blas():

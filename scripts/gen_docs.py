@@ -438,8 +438,9 @@ def bench_l2_runs() -> str:
     for path, build in BENCH_RUNS.items():
         report = _json(path)
         l2 = report["l2"]
+        measured = l2.get("created_at", report["created_at"])[:10]  # a kept section has its own run's
         rows.append(
-            f"| [{path.removeprefix('docs/results/')}]({path}) | {build} | {l2.get('created_at', report['created_at'])[:10]} | "
+            f"| [{path.removeprefix('docs/results/')}]({path}) | {build} | {measured} | "
             f"{l2['questions']} | "
             f"{sum(l2['suffix_tokens'].values())} | {l2['system_tokens']} | {_ms(l2['logits_ms_median'])} | "
             f"{_ms(l2['json_ms_median'])} | {l2['ratio']:.2f}× | {_pct(l2['extra_question_share'])} | "

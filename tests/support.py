@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import threading
@@ -16,6 +17,15 @@ CORPUS = Path(os.environ.get("TRIAGE_CORPUS") or Settings().corpus)
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 INGEST = "ingest-token-for-tests-0001"
 OPERATOR = "operator-token-for-tests-01"
+
+
+def load_script(name: str):
+    """A file of scripts/ (not a package) as a module, to test its functions."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 def free_port() -> int:

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from tests.support import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("cascade_study", ROOT / "scripts" / "cascade_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cascade = _load()
+cascade = load_script("cascade_study")
 
 
 def _graded(before: float, after: float, fg_before: int, fg_after: int, share: float) -> dict:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.support import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_gen_docs():
-    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gen_docs = _load_gen_docs()
+gen_docs = load_script("gen_docs")
 
 
 def test_generated_blocks_match_the_result_files():

@@ -15,7 +15,7 @@ from typing import Any
 from service.progress import add_quiet_argument
 
 
-def _sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int, Callable[[], Any]]:
+def replayed_sources(args: argparse.Namespace, settings) -> tuple[dict, list[str], int, Callable[[], Any]]:
     """{source name: examples} for every --data NAME=FILE, replayed through the cache, and the
     classifier factory (the model loads only when called or when some text was not cached)."""
     from service.calibration.replay import ReplayCache, replay, replay_capture
@@ -109,7 +109,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level)
     if args.what == "framing":
         return _framing(args, settings)
-    sources, questions, n_layer, _ = _sources(args, settings)
+    sources, questions, n_layer, _ = replayed_sources(args, settings)
     if args.what == "served":
         return _served(args, settings)
     from service.calibration.recalibrate import DEFAULT_GATE
@@ -210,7 +210,7 @@ def _framing(args: argparse.Namespace, settings) -> int:
     for turn_end in framing.TURN_ENDS:
         prompts_dir = framing.variant_prompts(settings.prompts_dir, Path(settings.var_dir) / "study", turn_end)
         variant = msgspec.structs.replace(settings, prompts_dir=str(prompts_dir))
-        sources, names, n_layer, classifier = _sources(args, variant)
+        sources, names, n_layer, classifier = replayed_sources(args, variant)
         prompts = load_prompts(prompts_dir)
         examples = [e for found in sources.values() for e in found]
         try:
