@@ -7,12 +7,12 @@ out-of-fold P(green), green gate). Tickets the gate lets through with P(green) f
 `CASCADE_BAND_FROM` up to the threshold are then re-read by the 1.5B: green when a risk head
 on the 1.5B's own ticket@mid says P(green) at or above its own zero-false-green threshold.
 
-The 1.5B's heads are fitted on a stratified sample of the other sources (300 of train.jsonl
-and, for dev, 150 public-style tickets; for public-style, the dev set), not on all of them:
-replaying every labelled ticket through the 1.5B costs about twice the 0.5B's replay. Each
-graded band ticket is replayed too; nothing graded is fitted on. Time: the 1.5B runs only on
-the band, so the mean time per ticket grows by the band's share times the 1.5B's time per
-ticket over the 0.5B's (`TIME_RATIO`, from docs/results/dev-1.5b.json and dev-0.5b.json).
+The 1.5B's heads are fitted, like the 0.5B's, on every labelled ticket of the other sources
+(for dev: train.jsonl and public-style; for public-style: train.jsonl and dev), with the
+threshold from their own out-of-fold P(green); nothing graded is fitted on. Time: the 1.5B
+runs only on the band, so the mean time per ticket grows by the band's share times the 1.5B's
+time per ticket over the 0.5B's (`_time_ratio`, from docs/results/dev-1.5b.json and
+dev-0.5b.json).
 
 Run from the checkout with both models fetched (`triage fetch-model --size 1.5b`) and the
 public-style texts joined (data/public-style/README.md); the replays go to the replay cache.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import random
 import sys
 from pathlib import Path
 
@@ -34,7 +33,6 @@ from service.calibration.fit import single_thread_blas
 from service.calibration.replay import feature_names
 from service.calibration.study import CASCADE_BAND_FROM, GREEN, RISK, arrays, fit_green
 from service.calibration.study_commands import replayed_sources
-from service.labelled import LabelledTicket, read_labelled
 from service.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +43,7 @@ SOURCES = {
     "public-style": ROOT / "var" / "data" / "public-style.jsonl",
 }
 OUT = ROOT / "docs" / "results" / "cascade.json"
-WORK = ROOT / "var" / "cascade"  # the 1.5B's samples as labelled files
 GRADED = ("dev", "public-style")
-SAMPLE = {"train": 300, "public-style": 150}  # the 1.5B's fitting sample per source
-SEED = 0
 
 
 def _examples(files: dict[str, Path], size: str) -> tuple[dict, list[str], int]:
@@ -61,31 +56,10 @@ def _examples(files: dict[str, Path], size: str) -> tuple[dict, list[str], int]:
     return sources, questions, n_layer
 
 
-def _write(records: list[LabelledTicket], name: str) -> Path:
-    path = WORK / f"{name}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
-    return path
-
-
-def _stratified(records: list[LabelledTicket], n: int, rng: random.Random) -> list[LabelledTicket]:
-    """n tickets in the source's proportions of risk (at least 2 of each), risks in file order."""
-    by_risk: dict[str, list[LabelledTicket]] = {}
-    for r in records:
-        by_risk.setdefault(r.risk, []).append(r)
-    picked: list[LabelledTicket] = []
-    for rows in by_risk.values():
-        picked += rng.sample(rows, min(len(rows), max(2, round(n * len(rows) / len(records)))))
-    return picked
-
-
 def main() -> int:
-    records = {name: read_labelled(path) for name, path in SOURCES.items()}
     small, questions, n_layer = _examples(SOURCES, "0.5b")
     names_small = feature_names("ticket@mid", questions, n_layer)
-    rng = random.Random(SEED)
-    samples = {name: _stratified(records[name], n, rng) for name, n in SAMPLE.items()}
-    report: dict = {"band_from": CASCADE_BAND_FROM, "sample": SAMPLE, "graded": {}}
+    report: dict = {"band_from": CASCADE_BAND_FROM, "graded": {}}
     with single_thread_blas():
         first = {}
         for held in GRADED:
@@ -95,28 +69,19 @@ def main() -> int:
             p = fitted.head.predict_proba(graded.x)[:, GREEN]  # type: ignore[attr-defined]
             passes = fitted.gate.distances(graded.gate_x) <= fitted.gate.info.threshold  # type: ignore[union-attr]
             first[held] = (graded, p, passes, fitted.threshold)
-    # The 1.5B reads its fitting samples, the dev set (a fitting source for public-style) and
-    # every graded band ticket.
     band_ids = {
         held: {i for i, pi, ok in zip(g.ids, p, passes, strict=True) if ok and CASCADE_BAND_FROM <= pi < threshold}
         for held, (g, p, passes, threshold) in first.items()
     }
-    band = [r for r in records["public-style"] if r.id in band_ids["public-style"]]
-    big_files = {
-        "train-sample": _write(samples["train"], "train-sample"),
-        "public-style-sample": _write(samples["public-style"], "public-style-sample"),
-        "dev": SOURCES["dev"],
-        "public-style-band": _write(band, "public-style-band"),
-    }
-    big, big_questions, big_layers = _examples(big_files, "1.5b")
+    big, big_questions, big_layers = _examples(SOURCES, "1.5b")
     names_big = feature_names("ticket@mid", big_questions, big_layers)
-    pools = {"dev": ("train-sample", "public-style-sample"), "public-style": ("train-sample", "dev")}
+    pools = {held: tuple(s for s in SOURCES if s != held) for held in GRADED}
     with single_thread_blas():
         for held in GRADED:
             graded, p, passes, threshold = first[held]
             pool = [e for s in pools[held] for e in big[s]]
             second = fit_green(arrays(pool, names_big), gate_quantile=None)
-            readable = {e.id: e for s in ("dev", "public-style-band") for e in big[s]}
+            readable = {e.id: e for e in big[held]}
             band = [i for i in graded.ids if i in band_ids[held]]
             band_arrays = arrays([readable[i] for i in band], names_big)
             p_big = second.head.predict_proba(band_arrays.x)[:, GREEN]  # type: ignore[attr-defined]
