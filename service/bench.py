@@ -29,6 +29,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     configure_logging("warning")
     dev = Path(args.dev or settings.dev_set)
     corpus = Path(args.corpus or settings.corpus)
+    novel = Path(args.novel or settings.train_set)
     report: dict[str, object] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "triage bench "
@@ -38,9 +39,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.only in ("all", "l1"):
         from .l1 import bench as l1_bench
 
-        # One step: L1 is timed over every small ticket, 32 KiB tickets and the dense worst case.
+        # One step: L1 is timed over every small ticket, 32 KiB tickets, the dense worst case,
+        # then tickets the process has not read.
         with progress(total=1, desc="bench l1", unit="run", quiet=args.quiet) as bar:
-            report["l1"] = l1_bench.run(dev, corpus)
+            report["l1"] = l1_bench.run(dev, corpus, novel_path=novel)
             bar.update(1)
     if args.only in ("all", "l2"):
         from .l2 import bench as l2_bench
@@ -87,6 +89,9 @@ def register(subparsers) -> None:
     bench.add_argument("--json", default="bench/results.json", help="where to write the results ('-': stdout)")
     bench.add_argument("--dev", default="", help="labelled dev set (default TRIAGE_DEV_SET)")
     bench.add_argument("--corpus", default="", help="unlabelled public corpus (default TRIAGE_CORPUS)")
+    bench.add_argument(
+        "--novel", default="", help="tickets L1 is timed on once each, unread before (default TRIAGE_TRAIN_SET)"
+    )
     bench.add_argument("--tickets", type=int, default=16, help="tickets for the L2 comparison")
     bench.add_argument(
         "--only", choices=("all", *SECTIONS), default="all", help="all = l1 and l2; batching runs only when named"

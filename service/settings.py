@@ -104,6 +104,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # --- offline data (read by bench, recalibrate and the audit's case builder; never served)
     dev_set: str = str(_SHARED_DATA / "tickets" / "dev.jsonl")  # TRIAGE_DEV_SET: labelled
     corpus: str = str(_SHARED_DATA / "corpus" / "public-tickets.jsonl")  # TRIAGE_CORPUS
+    train_set: str = str(_SHARED_DATA / "tickets" / "train.jsonl")  # TRIAGE_TRAIN_SET: labelled
 
 
 ENV: dict[str, str] = {
@@ -151,6 +152,7 @@ ENV: dict[str, str] = {
     "var_dir": "TRIAGE_VAR_DIR",
     "dev_set": "TRIAGE_DEV_SET",
     "corpus": "TRIAGE_CORPUS",
+    "train_set": "TRIAGE_TRAIN_SET",
 }
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -47,11 +47,14 @@ def test_bench_json_dash(tmp_path, capsys, monkeypatch):
             str(tmp_path / "dev.jsonl"),
             "--corpus",
             str(tmp_path / "corpus.jsonl"),
+            "--novel",
+            str(tmp_path / "corpus.jsonl"),
         ]
     )
     out = capsys.readouterr().out
     assert code == 0
-    assert json.loads(out)["l1"]["n"] == 4  # the whole of stdout is one JSON document
+    section = json.loads(out)["l1"]  # the whole of stdout is one JSON document
+    assert section["n"] == 4 and section["n_novel"] == 2
     assert not (tmp_path / "-").exists()
 
 

@@ -14,7 +14,9 @@ def test_bench_run_returns_the_l1_section(tmp_path):
     rows.append({"id": "BIG", "subject": "", "body": "x" * 5000})  # over 4 KiB: not in p50/p99
     dev = tmp_path / "dev.jsonl"
     dev.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    section = bench.run(dev, dev, rules_path=RULES, rounds=1)
+    unread = tmp_path / "unread.jsonl"
+    unread.write_text(json.dumps({"subject": "Refund", "body": "Please refund order 77 today."}), encoding="utf-8")
+    section = bench.run(dev, dev, novel_path=unread, rules_path=RULES, rounds=1)
     assert section["n"] == 10  # five small tickets, from both files
     assert 0 < section["p50_ms"] <= section["p99_ms"]
     assert section["p99_ms_32k"] > 0 and section["n_32k"] == 28
@@ -23,6 +25,16 @@ def test_bench_run_returns_the_l1_section(tmp_path):
     assert section["max_ms_32k_dense_first_pass"] > 0
     assert set(section["hostile_max_ms"]) >= {"digits_run", "homoglyph_flood", "every_rule_firing"}
     assert all(ms > 0 for ms in section["hostile_max_ms"].values())
+    assert section["n_novel"] == 1 and section["novel_source"] == "unread.jsonl"
+    assert 0 < section["novel_p50_ms"] <= section["novel_p99_ms"]
+    assert section["n_novel_32k"] == 24 and section["novel_p99_ms_32k"] > 0
+
+
+def test_bench_run_leaves_out_the_unread_rows_without_their_file(tmp_path):
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({"subject": "s", "body": "Where is the export button?"}), encoding="utf-8")
+    section = bench.run(dev, dev, novel_path=tmp_path / "absent.jsonl", rules_path=RULES, rounds=1)
+    assert not any(key.startswith("novel") or key.startswith("n_novel") for key in section)
 
 
 def test_hostile_inputs_are_32_kib_and_every_rule_fires(pack):
@@ -44,6 +56,13 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
         "p99_ms_32k_dense": 4.0,
         "max_ms_32k_dense_first_pass": 20.0,
         "hostile_max_ms": {"digits_run": 1.5},
+        "novel_p50_ms": 0.7,
+        "novel_p99_ms": 4.5,
+        "novel_p50_ms_32k": 11.0,
+        "novel_p99_ms_32k": 21.0,
+        "n_novel": 1019,
+        "n_novel_32k": 24,
+        "novel_source": "train.jsonl",
         "clock": "thread CPU time",
         "n": 3,
         "n_32k": 2,
@@ -63,6 +82,8 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
     assert "old" not in text and text.startswith("# L1") and text.endswith("after\n")
     assert "| 32 KiB threads and log pastes (n = 2) | 1.000 ms | 2.500 ms | 2.0 ms | **no** |" in text
     assert "| 32 KiB dense worst case | | 4.000 ms | 5.0 ms | yes |" in text
+    assert "| ≤ 4 KiB the process has not read (train.jsonl, n = 1019, once each) | 0.700 ms | 4.500 ms" in text
+    assert "| 32 KiB threads of tickets it has not read (n = 24, once each) | 11.000 ms | 21.000 ms" in text
     assert "`python replay.py` 97 %" in text and "| digits_run | 1.500 ms |" in text
 
 
