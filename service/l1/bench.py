@@ -6,8 +6,10 @@ threads (a ticket with earlier messages quoted below it), log pastes, and pathol
 
 Those rows time texts the process has already read, whose DFA states RE2 has built and kept.
 A service reads every ticket once: the `novel_*` rows time tickets the process has never
-seen (train.jsonl), once each, after all the others, which is what a warm worker pays for
-new traffic (RE2 builds the states a new text needs as it scans it).
+seen (train.jsonl), once each, after all the others, which is what a warm process pays for
+new traffic (RE2 builds the states a new text needs as it scans it). `reread_*` then times
+the small tickets once more: a DFA cache that filled up on the new text has been emptied,
+and its states are built again.
 
 The headline numbers are the CPU time of the evaluating thread: what L1 costs, whatever
 else runs on the machine. Wall-clock percentiles are reported next to them, with the load
@@ -228,11 +230,16 @@ def run(
         unseen = [ticket_text(row.get("subject"), row.get("body", "")) for row in _rows(novel_path)]
         novel_small = _first_pass(pack, [text for text in unseen if len(text.encode("utf-8")) <= SMALL_LIMIT])
         novel_large = _first_pass(pack, dense_large(unseen, count=24, seed=seed + 3))
+        # The small tickets timed above, once more: a set whose DFA cache filled up while reading
+        # the new ones has dropped their states and builds them again.
+        reread = _first_pass(pack, small)
         novel = {
             "novel_p50_ms": round(_percentile(novel_small, 50), 4),
             "novel_p99_ms": round(_percentile(novel_small, 99), 4),
             "novel_p50_ms_32k": round(_percentile(novel_large, 50), 4),
             "novel_p99_ms_32k": round(_percentile(novel_large, 99), 4),
+            "reread_p50_ms": round(_percentile(reread, 50), 4),
+            "reread_p99_ms": round(_percentile(reread, 99), 4),
             "n_novel": len(novel_small),
             "n_novel_32k": len(novel_large),
             "novel_source": Path(novel_path).name,
@@ -294,6 +301,8 @@ def render(report: dict[str, Any], source: str, command: str) -> str:
             f"| 32 KiB threads of tickets it has not read (n = {l1['n_novel_32k']}, once each) "
             f"| {l1['novel_p50_ms_32k']:.3f} ms | {l1['novel_p99_ms_32k']:.3f} ms | {TARGET_P99_32K_MS} ms "
             f"| {met(l1['novel_p99_ms_32k'], TARGET_P99_32K_MS)} |",
+            f"| ≤ 4 KiB dev + corpus again, after those (n = {l1['n']}, once each) | {l1['reread_p50_ms']:.3f} ms "
+            f"| {l1['reread_p99_ms']:.3f} ms | {TARGET_P99_MS} ms | {met(l1['reread_p99_ms'], TARGET_P99_MS)} |",
         ]
     if "max_ms_32k_dense_first_pass" in l1:
         lines.append(

@@ -29,15 +29,20 @@ RULE_FILE_SUFFIXES = (".yaml", ".yml")
 _ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 _LANGUAGE = re.compile(r"[a-z]{2}\Z")
 # RE2 memory budgets (each mostly the lazily built DFA cache, grown as text needs states, so
-# eight sets can hold up to 512 MiB on adversarial traffic; after the dev set and the corpus a
+# the sets can hold up to 64 MiB each on adversarial traffic; after the dev set and the corpus a
 # process held about 240 MB resident in all). Measured on this machine: below 64 MiB the two
 # largest sets rebuilt their DFA on most short tickets (0.4-0.7 ms each, up to 9 ms).
 SET_MAX_MEM = 64 << 20
-# Patterns per re2.Set (see _pattern_sets): today one set per family (the largest holds 224).
-# Against 128 (two sets each for the ASCII and Unicode families), fewer and larger sets scan
-# long tickets faster and short ones no slower, but make the first pass of a fresh process
-# slower (docs/l1.md, the bench rows bench-l1-before-spans.json and bench-l1-spans.json).
+# Patterns per re2.Set (see _pattern_sets and set_size). Fewer, larger sets scan a text the
+# process has read before faster (fewer passes), but a ticket it has not read makes each set
+# build the DFA states that text needs, and a state of a large set of non-ASCII patterns (many
+# byte classes, many instructions) is slow to build: one set of all 224 such patterns cost an
+# unread short ticket about 1.8 ms at the median, most of L1's time. Sets of at most 64 of them
+# halve what unread tickets cost and slow rescans a little; ASCII-only patterns, whose states
+# are small, stay in one set (docs/l1.md, "Matching and speed": bench-l1-before-unread.json and
+# bench-l1-unread.json).
 SET_SIZE = 256
+NON_ASCII_SET_SIZE = 64
 PATTERN_MAX_MEM = 4 << 20
 # Han characters and Unicode classes: see _group_key.
 _HAN = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -224,14 +229,20 @@ def _group_key(rule: Rule, pattern: str) -> tuple[Scope, str | None, str]:
     return "normalised", None, "han" if _HAN.search(pattern) else "unicode"
 
 
+def set_size(family: str) -> int:
+    """The most patterns of a family (_group_key) one re2.Set holds."""
+    return SET_SIZE if family == "ascii" else NON_ASCII_SET_SIZE
+
+
 def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
     """Split the patterns into re2.Sets, each scanned once per ticket that can match it.
 
     Each scan reads the whole ticket, so on long tickets the number of scans dominates; but
     RE2 builds a set's DFA lazily, and a set of too many patterns outgrows its memory budget
-    (SET_MAX_MEM) and rebuilds its states on every ticket. Families of patterns that
-    read alike (_group_key), cut into sets of at most SET_SIZE, balance the two; a ticket
-    scans only the sets of the scripts it holds (docs/l1.md, "Matching and speed").
+    (SET_MAX_MEM) and rebuilds its states on every ticket, and the larger a set, the slower
+    each state it builds for text the process has not read. Families of patterns that read
+    alike (_group_key), cut evenly into sets of at most set_size(family), balance these; a
+    ticket scans only the sets of the scripts it holds (docs/l1.md, "Matching and speed").
     """
     groups: dict[tuple[Scope, str | None, str], list[tuple[int, int]]] = {}
     for r, rule in enumerate(rules):
@@ -239,7 +250,7 @@ def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
             groups.setdefault(_group_key(rule, pattern), []).append((r, p))
     sets: list[PatternSet] = []
     for (scope, script, family), members in sorted(groups.items(), key=lambda item: (item[0][0], item[0][2])):
-        chunks = -(-len(members) // SET_SIZE)
+        chunks = -(-len(members) // set_size(family))
         size = -(-len(members) // chunks)  # even chunks: no set of one stray pattern
         for number, chunk_start in enumerate(range(0, len(members), size), start=1):
             owners = members[chunk_start : chunk_start + size]

@@ -28,6 +28,7 @@ def test_bench_run_returns_the_l1_section(tmp_path):
     assert section["n_novel"] == 1 and section["novel_source"] == "unread.jsonl"
     assert 0 < section["novel_p50_ms"] <= section["novel_p99_ms"]
     assert section["n_novel_32k"] == 24 and section["novel_p99_ms_32k"] > 0
+    assert 0 < section["reread_p50_ms"] <= section["reread_p99_ms"]
 
 
 def test_bench_run_leaves_out_the_unread_rows_without_their_file(tmp_path):
@@ -60,6 +61,8 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
         "novel_p99_ms": 4.5,
         "novel_p50_ms_32k": 11.0,
         "novel_p99_ms_32k": 21.0,
+        "reread_p50_ms": 0.08,
+        "reread_p99_ms": 0.6,
         "n_novel": 1019,
         "n_novel_32k": 24,
         "novel_source": "train.jsonl",
@@ -84,6 +87,8 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
     assert "| 32 KiB dense worst case | | 4.000 ms | 5.0 ms | yes |" in text
     assert "| ≤ 4 KiB the process has not read (train.jsonl, n = 1019, once each) | 0.700 ms | 4.500 ms" in text
     assert "| 32 KiB threads of tickets it has not read (n = 24, once each) | 11.000 ms | 21.000 ms" in text
+    again = "| ≤ 4 KiB dev + corpus again, after those (n = 3, once each) | 0.080 ms | 0.600 ms | 0.5 ms | **no** |"
+    assert again in text
     assert "`python replay.py` 97 %" in text and "| digits_run | 1.500 ms |" in text
 
 
