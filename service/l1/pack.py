@@ -33,13 +33,14 @@ _LANGUAGE = re.compile(r"[a-z]{2}\Z")
 # process held about 240 MB resident in all). Measured on this machine: below 64 MiB the two
 # largest sets rebuilt their DFA on most short tickets (0.4-0.7 ms each, up to 9 ms).
 SET_MAX_MEM = 64 << 20
-# Patterns per re2.Set (see _pattern_sets and set_size). Fewer, larger sets scan a text the
+# Patterns per re2.Set (see _pattern_sets and set_size). Fewer, larger sets rescan a text the
 # process has read before faster (fewer passes), but a ticket it has not read makes each set
 # build the DFA states that text needs, and a state of a large set of non-ASCII patterns (many
-# byte classes, many instructions) is slow to build: one set of all 224 such patterns cost an
-# unread short ticket about 1.8 ms at the median, most of L1's time. Sets of at most 64 of them
-# halve what unread tickets cost and slow rescans a little; ASCII-only patterns, whose states
-# are small, stay in one set (docs/l1.md, "Matching and speed": bench-l1-before-unread.json and
+# byte classes, many instructions) is slow to build: with all 224 such patterns in one set, it
+# cost an unread short ticket more than the rest of L1, and long threads quoting tickets of
+# several languages outgrew its cache within one scan (about 60 ms per 32 KiB thread in a row,
+# against under 10 with sets of at most 64). ASCII-only patterns, whose states are small, stay
+# in one set (docs/l1.md, "Matching and speed": bench-l1-before-unread.json and
 # bench-l1-unread.json).
 SET_SIZE = 256
 NON_ASCII_SET_SIZE = 64

@@ -29,6 +29,8 @@ def test_bench_run_returns_the_l1_section(tmp_path):
     assert 0 < section["novel_p50_ms"] <= section["novel_p99_ms"]
     assert section["n_novel_32k"] == 24 and section["novel_p99_ms_32k"] > 0
     assert 0 < section["reread_p50_ms"] <= section["reread_p99_ms"]
+    assert section["n_sustained"] == bench.SUSTAINED_THREADS and section["sustained_mean_ms_32k"] > 0
+    assert section["rss_mb"] > 0
 
 
 def test_bench_run_leaves_out_the_unread_rows_without_their_file(tmp_path):
@@ -61,6 +63,10 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
         "novel_p99_ms": 4.5,
         "novel_p50_ms_32k": 11.0,
         "novel_p99_ms_32k": 21.0,
+        "sustained_mean_ms_32k": 8.0,
+        "sustained_p99_ms_32k": 30.0,
+        "n_sustained": 300,
+        "rss_mb": 390,
         "reread_p50_ms": 0.08,
         "reread_p99_ms": 0.6,
         "n_novel": 1019,
@@ -89,6 +95,8 @@ def test_latency_block_is_rendered_from_the_results_file(tmp_path):
     assert "| 32 KiB threads of tickets it has not read (n = 24, once each) | 11.000 ms | 21.000 ms" in text
     again = "| ≤ 4 KiB dev + corpus again, after those (n = 3, once each) | 0.080 ms | 0.600 ms | 0.5 ms | **no** |"
     assert again in text
+    assert "| 300 more threads, quoting every ticket above, in a row (mean, p99) | 8.000 ms | 30.000 ms | | |" in text
+    assert "Resident size of the bench process at the end: 390 MB" in text
     assert "`python replay.py` 97 %" in text and "| digits_run | 1.500 ms |" in text
 
 
