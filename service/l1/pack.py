@@ -29,9 +29,9 @@ RULE_FILE_SUFFIXES = (".yaml", ".yml")
 _ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 _LANGUAGE = re.compile(r"[a-z]{2}\Z")
 # RE2 memory budgets (each mostly the lazily built DFA cache, grown as text needs states, so
-# the sets can hold up to 64 MiB each on adversarial traffic; after the dev set and the corpus a
-# process held about 240 MB resident in all). Measured on this machine: below 64 MiB the two
-# largest sets rebuilt their DFA on most short tickets (0.4-0.7 ms each, up to 9 ms).
+# the sets can hold up to 64 MiB each on adversarial traffic; the L1 bench records the resident
+# size its traffic leaves, `rss_mb`). Below 64 MiB the largest sets rebuilt their DFA on most
+# short tickets (0.4-0.7 ms each, up to 9 ms; docs/l1.md, "Matching and speed").
 SET_MAX_MEM = 64 << 20
 # Patterns per re2.Set (see _pattern_sets and set_size). Fewer, larger sets rescan a text the
 # process has read before faster (fewer passes), but a ticket it has not read makes each set
