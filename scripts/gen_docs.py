@@ -596,8 +596,8 @@ def l1_bench_runs() -> str:
     rows = [
         "| result file | pack | rules_sha | CPU | ≤ 4 KiB p50 / p99 ms | 32 KiB p99 ms | dense p99 ms "
         "| unread ≤ 4 KiB p50 / p99 ms | unread 32 KiB p99 ms | 300 new threads mean / p99 ms | read again p99 ms "
-        "| load average |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| resident MB | load average |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for path, pack in L1_BENCH_RUNS.items():
         report = _json(path)
@@ -605,9 +605,10 @@ def l1_bench_runs() -> str:
         cpu = report.get("machine", {}).get("cpu", "?").split(" @ ")[0]
         unread = (  # rows measured before the bench timed unread tickets have none
             f"{l1['novel_p50_ms']:.3f} / {l1['novel_p99_ms']:.2f} | {l1['novel_p99_ms_32k']:.1f} | "
-            f"{l1['sustained_mean_ms_32k']:.1f} / {l1['sustained_p99_ms_32k']:.0f} | {l1['reread_p99_ms']:.2f}"
+            f"{l1['sustained_mean_ms_32k']:.1f} / {l1['sustained_p99_ms_32k']:.0f} | {l1['reread_p99_ms']:.2f} | "
+            f"{l1['rss_mb']}"
             if "novel_p50_ms" in l1
-            else "– | – | – | –"
+            else "– | – | – | – | –"
         )
         rows.append(
             f"| [{Path(path).name}]({path}) | {pack} | `{l1['rules_sha'][:8]}` | {cpu} | {l1['p50_ms']:.3f} / "
