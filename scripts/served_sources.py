@@ -2,10 +2,12 @@
 artifact fitted without it, with the green threshold chosen as shipped and after L1
 (`recalibrate --green-after-l1`), and the bundled artifact on the 150 unlabelled public tickets.
 
-`train-held` is the third of train.jsonl that the breadth rules were not written against (the
-ids whose sha256 is 0 mod 3, as `triage rules report` splits it; docs/l1.md, "Breadth"): the
-one labelled set on which neither the heads nor the rules have seen the graded tickets, so the
-only honest grade of a threshold that leans on L1.
+`train-held` and `public-style-held` are the parts of train.jsonl and of the public-style labels
+that the breadth rules were not written against (service.labelled.in_held_part, as `triage
+rules report` splits them; docs/l1.md, "Breadth"): with dev, the labelled tickets on which
+neither the heads nor the rules have seen the graded tickets, so the honest grades of a
+threshold that leans on L1. `public-style-held` is graded by the artifact that grades all of
+public-style (one fit per set of fitted sources).
 
 `make served` runs it. Artifacts go to var/served/<run>/ and are reused when present (delete the
 folder to refit); the replay cache makes every step after the first replay a matter of minutes.
@@ -23,7 +25,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from service.labelled import in_held_third
+from service.labelled import in_held_part
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAGE = str(ROOT / ".venv" / "bin" / "triage")
@@ -34,6 +36,7 @@ SOURCES = {
     "public-style": ROOT / "var" / "data" / "public-style.jsonl",
     "train-fit": ROOT / "var" / "data" / "train-fit.jsonl",
     "train-held": ROOT / "var" / "data" / "train-held.jsonl",
+    "public-style-held": ROOT / "var" / "data" / "public-style-held.jsonl",
 }
 CORPUS = ROOT.parent / "shared" / "data" / "corpus" / "public-tickets.jsonl"
 OUT = ROOT / "docs" / "results" / "served-sources.json"
@@ -41,23 +44,32 @@ OUT = ROOT / "docs" / "results" / "served-sources.json"
 RUNS = (
     ("dev", ("train", "public-style"), False),
     ("public-style", ("train", "dev"), False),
+    ("public-style-held", ("train", "dev"), False),
     ("train-held", ("train-fit", "dev", "public-style"), False),
     ("dev", ("train", "public-style"), True),
     ("public-style", ("train", "dev"), True),
+    ("public-style-held", ("train", "dev"), True),
     ("train-held", ("train-fit", "dev", "public-style"), True),
 )
 
 
-def _split_train() -> None:
-    """train-fit and train-held, split by the id's sha256 as `triage rules report` does."""
-    fit, held = [], []
-    for line in SOURCES["train"].read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            part = held if in_held_third(str(json.loads(line).get("id", ""))) else fit
-            part.append(line + "\n")
-    for name, lines in (("train-fit", fit), ("train-held", held)):
-        SOURCES[name].parent.mkdir(parents=True, exist_ok=True)
-        SOURCES[name].write_text("".join(lines), encoding="utf-8")
+# Each source split by in_held_part: (its fit part's name or None, its held part's name).
+HELD_SPLITS = {"train": ("train-fit", "train-held"), "public-style": (None, "public-style-held")}
+
+
+def _split_held_parts() -> None:
+    """train-fit and train-held, and public-style's held part, as `triage rules report` splits
+    them."""
+    for source, (fit_name, held_name) in HELD_SPLITS.items():
+        fit, held = [], []
+        for line in SOURCES[source].read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                part = held if in_held_part(str(json.loads(line).get("id", ""))) else fit
+                part.append(line + "\n")
+        for name, lines in ((fit_name, fit), (held_name, held)):
+            if name is not None:
+                SOURCES[name].parent.mkdir(parents=True, exist_ok=True)
+                SOURCES[name].write_text("".join(lines), encoding="utf-8")
 
 
 def _run(args: list[str]) -> None:
@@ -65,8 +77,8 @@ def _run(args: list[str]) -> None:
     subprocess.run([TRIAGE, *args], check=True, cwd=ROOT)
 
 
-def _artifact(graded: str, fitted_on: tuple[str, ...], after_l1: bool) -> tuple[Path, str]:
-    folder = ROOT / "var" / "served" / (f"no-{graded}" + ("-l1" if after_l1 else ""))
+def _artifact(fitted_on: tuple[str, ...], after_l1: bool) -> tuple[Path, str]:
+    folder = ROOT / "var" / "served" / ("fit-" + "+".join(fitted_on) + ("-l1" if after_l1 else ""))
     args = [
         "recalibrate",
         "-q",
@@ -131,7 +143,7 @@ def _unlabelled(rows_dir: Path) -> dict:
 def main() -> int:
     missing = [str(SOURCES[name]) for name in ("train", "dev", "public-style") if not SOURCES[name].exists()]
     if not missing:
-        _split_train()
+        _split_held_parts()
     if missing:
         print(
             f"served_sources: missing {missing} (data/public-style/README.md joins the public-style texts)",
@@ -143,7 +155,9 @@ def main() -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        artifacts = list(pool.map(lambda run: _artifact(*run), RUNS))
+        fits = sorted({(fitted_on, after_l1) for _, fitted_on, after_l1 in RUNS})
+        made = dict(zip(fits, pool.map(lambda fit: _artifact(*fit), fits), strict=True))
+    artifacts = [made[(fitted_on, after_l1)] for _, fitted_on, after_l1 in RUNS]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         rows_dir = Path(tmp)

@@ -80,3 +80,17 @@ def test_the_bundled_public_style_labels_follow_the_policy():
     assert len(labels) >= 400 and len({lab.text_sha256 for lab in labels}) == len(labels)
     for lab in labels:
         assert (lab.risk == "red") == any(lab.flags.values()), lab.id
+
+
+def test_the_held_part_of_each_set_is_what_no_rule_was_written_against():
+    import hashlib
+
+    from service.labelled import PUBLIC_STYLE_FIRST_PART, in_held_part
+
+    # public-style: the labels after the first part were made after the last rule
+    assert not in_held_part("PUBL-0001") and not in_held_part(f"PUBL-{PUBLIC_STYLE_FIRST_PART:04d}")
+    assert in_held_part(f"PUBL-{PUBLIC_STYLE_FIRST_PART + 1:04d}") and in_held_part("PUBL-1099")
+    # any other set: the fixed third whose id's sha256 is 0 mod 3
+    for ticket_id in ("TRA-001", "TRA-002", "TRF-130", "DEV-001", "PUBL-x"):
+        expected = int(hashlib.sha256(ticket_id.encode()).hexdigest(), 16) % 3 == 0
+        assert in_held_part(ticket_id) == expected, ticket_id

@@ -27,7 +27,7 @@ from service.l1.report import (
     targets,
     write,
 )
-from service.labelled import in_held_third
+from service.labelled import in_held_part
 from service.results import ticket_text
 
 
@@ -215,8 +215,8 @@ def _set_name(spec: str) -> str:
 def _part(spec: str) -> list[dict[str, Any]]:
     """`FILE`, or `FILE@fit` / `FILE@held`: the two parts of a set rules were written against.
 
-    `held` is every ticket whose id's sha256 is 0 mod 3 (a third, fixed before any rule was
-    written against the set and never read while writing them); `fit` is the rest.
+    `held` is what no rule was written against (service.labelled.in_held_part: a fixed third
+    of train.jsonl, the second part of the public-style labels); `fit` is the rest.
     """
     path, _, part = spec.partition("@")
     rows = read_jsonl(path)
@@ -224,7 +224,7 @@ def _part(spec: str) -> list[dict[str, Any]]:
         return rows
     if part not in ("fit", "held"):
         raise ValueError(f"{spec}: the part after @ must be fit or held")
-    return [row for row in rows if in_held_third(str(row.get("id", ""))) == (part == "held")]
+    return [row for row in rows if in_held_part(str(row.get("id", ""))) == (part == "held")]
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
