@@ -87,8 +87,9 @@ served: setup
 	$(BIN)/python scripts/gen_docs.py
 
 # The optional cascade: the 1.5B re-reads the tickets just under the green threshold
-# (docs/results/cascade.json). Fetches the 1.5B; its replay of all 1,631 labelled tickets takes
-# ~55-60 min on 2 cores (the 0.5B's replay, ~35-50 min, if its cache is cold).
+# (docs/results/cascade.json). Fetches the 1.5B and replays every labelled ticket through it: about
+# twice the 0.5B's replay, which takes ~85 min on 2 cores for the 2,279 labels when its cache is
+# cold (train + dev ~48 min, public-style ~40 min, measured on the EPYC of docs/results.md).
 cascade: setup
 	$(BIN)/triage fetch-model --size 1.5b
 	$(BIN)/python scripts/cascade_study.py
