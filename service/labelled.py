@@ -87,8 +87,8 @@ class TextOnly(msgspec.Struct, frozen=True):
     subject: str | None = None
 
 
-# The public-style labels up to this number were read while the breadth rules were written
-# (their reds); the later ones were labelled after the last rule (data/public-style/README.md).
+# The public-style labels up to this number were read while rules were written; the later ones
+# never were (data/public-style/README.md, docs/l1.md "Breadth").
 PUBLIC_STYLE_FIRST_PART = 451
 
 

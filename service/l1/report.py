@@ -91,13 +91,19 @@ def measure(pack: RulePack, rows: list[dict[str, Any]]) -> Measured:
 
 
 def per_language(measured: Measured) -> dict[str, dict[str, int]]:
-    """Per language: reds, reds L1 caught as red, greens, greens any rule fired on."""
+    """Per language: reds, reds L1 caught as red, yellows, yellows any rule fired on (L1 alone
+    keeps them from green), greens, greens any rule fired on."""
     out: dict[str, dict[str, int]] = {}
     for (language, truth, level), count in sorted(measured.by_language.items()):
-        row = out.setdefault(language, {"red": 0, "red_as_red": 0, "green": 0, "green_fired": 0})
+        row = out.setdefault(
+            language, {"red": 0, "red_as_red": 0, "yellow": 0, "yellow_fired": 0, "green": 0, "green_fired": 0}
+        )
         if truth == "red":
             row["red"] += count
             row["red_as_red"] += count if level == "red" else 0
+        elif truth == "yellow":
+            row["yellow"] += count
+            row["yellow_fired"] += count if level != "none" else 0
         elif truth == "green":
             row["green"] += count
             row["green_fired"] += count if level != "none" else 0
@@ -118,13 +124,13 @@ def render_languages(name: str, measured: Measured, before: dict[str, Any] | Non
     """A per-language table of red recall and green fires, beside the `before` run if given."""
     rows = per_language(measured)
     old = (before or {}).get("per_language", {})
-    head = "| language | reds caught as red | greens raised by a rule |"
-    rule = "|---|---:|---:|"
+    head = "| language | reds caught as red | yellows kept from green | greens raised by a rule |"
+    rule = "|---|---:|---:|---:|"
     if before is not None:
         head += " before: reds caught | before: greens raised |"
         rule += "---:|---:|"
     lines = [f"#### `{name}`", "", head, rule]
-    total = {"red": 0, "red_as_red": 0, "green": 0, "green_fired": 0}
+    total = {"red": 0, "red_as_red": 0, "yellow": 0, "yellow_fired": 0, "green": 0, "green_fired": 0}
     total_old = dict(total)
     for language, row in rows.items():
         for key in total:
@@ -146,7 +152,10 @@ def _language_row(language: str, row: dict[str, int], old: dict[str, int] | None
     def share(caught: int, total: int) -> str:
         return f"{caught}/{total} ({caught / total:.0%})" if total else "–"
 
-    cells = f"| {language} | {share(row['red_as_red'], row['red'])} | {row['green_fired']}/{row['green']} |"
+    cells = (
+        f"| {language} | {share(row['red_as_red'], row['red'])} | {share(row['yellow_fired'], row['yellow'])}"
+        f" | {row['green_fired']}/{row['green']} |"
+    )
     if old is not None:
         cells += f" {share(old.get('red_as_red', 0), old.get('red', 0))} |"
         cells += f" {old.get('green_fired', 0)}/{old.get('green', 0)} |"

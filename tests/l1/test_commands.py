@@ -130,6 +130,8 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
             "risk": "green",
             "flags": {},
         },
+        {"id": "A5", "language": "en", "body": "The sync failed and we lost all our data.", "risk": "yellow"},
+        {"id": "A6", "language": "en", "body": "Something seems off with the tool.", "risk": "yellow"},
     ]
     data = tmp_path / "dev.jsonl"
     _write_rows(data, rows)
@@ -139,20 +141,27 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
     ) in (0, 1)
     before = json.loads(first.read_text(encoding="utf-8"))
     dev = before["data"]["dev.jsonl"]
-    assert dev["per_language"]["en"] == {"red": 1, "red_as_red": 1, "green": 1, "green_fired": 0}
+    assert dev["per_language"]["en"] == {
+        "red": 1,
+        "red_as_red": 1,
+        "yellow": 2,
+        "yellow_fired": 1,  # report.data_loss keeps A5 from green; nothing fires on A6
+        "green": 1,
+        "green_fired": 0,
+    }
     assert dev["per_language"]["de"]["red_as_red"] == 1
     assert [fired["id"] for fired in dev["greens_fired"]] == ["A4"]  # shouting fires on it
     # @held keeps the ids whose sha256 is 0 mod 3, the same ones on every run
     import hashlib
 
     held = {row["id"] for row in rows if int(hashlib.sha256(row["id"].encode()).hexdigest(), 16) % 3 == 0}
-    held_total = sum(v["red"] + v["green"] for v in before["data"]["dev.jsonl@held"]["per_language"].values())
+    held_total = sum(v["red"] + v["yellow"] + v["green"] for v in before["data"]["dev.jsonl@held"]["per_language"].values())
     assert held_total == len(held)
     capsys.readouterr()
     run("rules", "report", "--rules", str(RULES), "--data", str(data), "--before", str(first), "--json", str(second))
     out = capsys.readouterr().out
     assert "### Per language" in out and "before: reds caught" in out
-    assert "| en | 1/1 (100%) | 0/1 | 1/1 (100%) | 0/1 |" in out
+    assert "| en | 1/1 (100%) | 1/2 (50%) | 0/1 | 1/1 (100%) | 0/1 |" in out
     assert "Green tickets a rule fired on: A4 (yellow" in out
 
     # a set the earlier run did not measure: no "before" columns; a language it lacked: "–"
@@ -161,7 +170,7 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
     run("rules", "report", "--rules", str(RULES), "--data", str(data), "--also", str(more), "--before", str(first))
     out = capsys.readouterr().out
     table = out[out.index("#### `more.jsonl`") : out.index("Green tickets", out.index("#### `more.jsonl`"))]
-    assert "before:" not in table and "| en | 1/1 (100%) | 0/0 |" in table
+    assert "before:" not in table and "| en | 1/1 (100%) | – | 0/0 |" in table
     start = out.index("#### `dev.jsonl`")
     lines = [line for line in out[start : out.index("Green tickets", start)].splitlines() if line.startswith("| ")]
     assert len({line.count("|") for line in lines}) == 1  # every row as wide as the head
