@@ -589,7 +589,7 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-arrays.json": "long texts folded by one table look-up, offsets from continuation bytes",
     "docs/results/bench-l1-before-unread.json": "the engine above (6 sets), back to back with the next row",
     "docs/results/bench-l1-unread.json": "non-ASCII patterns in sets of at most 64 (9 sets)",
-    "docs/results/bench-l1-before-intent.json": "the pack above, back to back with the next row (the second of two such pairs)",
+    "docs/results/bench-l1-before-intent.json": "the pack above, back to back with the next row",
     "docs/results/bench-l1-intent.json": "with unclear_intent.yaml (two yellow rules, 9 patterns; still 9 sets)",
 }
 

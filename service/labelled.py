@@ -116,9 +116,85 @@ def text_sha256(subject: str | None, body: str) -> str:
     return hashlib.sha256(ticket_text(subject, body).encode("utf-8")).hexdigest()
 
 
+def _csv_text(field: str) -> str:
+    """A subject or body as the public corpus stores it, as the service reads it: each literal
+    backslash-n is a line break (shared/data/corpus/public-tickets.jsonl was made the same way)."""
+    return field.replace("\\n", "\n")
+
+
+def texts_from_csv(path: str | Path) -> list[TextOnly]:
+    """Every record of the corpus CSV (columns `subject` and `body`), ids by row number."""
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            rows = csv.reader(handle)
+            header = next(rows, [])
+            if "subject" not in header or "body" not in header:
+                raise LabelledFileError(f"{path}: a CSV with `subject` and `body` columns is needed")
+            s, b = header.index("subject"), header.index("body")
+            return [
+                TextOnly(id=f"row-{n}", subject=_csv_text(row[s]) or None, body=_csv_text(row[b]))
+                for n, row in enumerate(rows, start=1)
+                if len(row) > max(s, b)
+            ]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise LabelledFileError(f"{path}: cannot read: {exc}") from None
+
+
+def texts_from_pages(directory: str | Path, *, reach: int = 40_000) -> list[TextOnly]:
+    """Candidate records from pages of the corpus CSV saved as `<character offset>.txt` (what
+    `read_file` returns, 16,000 characters each): the pages are joined where they follow one
+    another, and a record is read from every line start (subject, body: the first two columns).
+    Most candidates are fragments; matching by sha256 keeps the real ones."""
+    import csv
+    import io
+
+    pages: dict[int, str] = {}
+    for page in Path(directory).glob("*.txt"):
+        if page.stem.isdigit():
+            pages[int(page.stem)] = page.read_text(encoding="utf-8")
+    if not pages:
+        raise LabelledFileError(f"{directory}: no pages named <offset>.txt")
+    found: list[TextOnly] = []
+    for offset, text in sorted(pages.items()):
+        after, end = text, offset + len(text)
+        while end in pages and len(after) < len(text) + reach:
+            after, end = after + pages[end], end + len(pages[end])
+        for start in [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]:
+            try:
+                row = next(csv.reader(io.StringIO(after[start : start + reach])), [])
+            except csv.Error:
+                continue
+            if len(row) >= 2:
+                found.append(
+                    TextOnly(id=f"at-{offset + start}", subject=_csv_text(row[0]) or None, body=_csv_text(row[1]))
+                )
+    return found
+
+
+def _texts(path: str | Path) -> list[TextOnly]:
+    """Texts from JSONL (id, subject, body), from the corpus CSV, or from a folder of its pages."""
+    if Path(path).is_dir():
+        return texts_from_pages(path)
+    if str(path).endswith(".csv"):
+        return texts_from_csv(path)
+    try:
+        lines = [x for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabelledFileError(f"{path}: cannot read: {exc}") from None
+    texts = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            texts.append(msgspec.json.decode(line, type=TextOnly))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LabelledFileError(f"{path}:{number}: {exc}") from None
+    return texts
+
+
 def join_labels(texts_path: str | Path, labels_path: str | Path) -> tuple[list[LabelledTicket], list[str]]:
-    """Labelled records from a file of texts and a file of labels, matched by text sha256:
-    (the records, the label ids whose text was not found)."""
+    """Labelled records from texts (JSONL, the corpus CSV or a folder of its pages: `_texts`) and a
+    file of labels, matched by text sha256: (the records, the label ids whose text was not found)."""
 
     def lines(path: str | Path) -> list[str]:
         try:
@@ -126,13 +202,7 @@ def join_labels(texts_path: str | Path, labels_path: str | Path) -> tuple[list[L
         except (OSError, UnicodeDecodeError) as exc:
             raise LabelledFileError(f"{path}: cannot read: {exc}") from None
 
-    texts: dict[str, TextOnly] = {}
-    for number, line in enumerate(lines(texts_path), start=1):
-        try:
-            t = msgspec.json.decode(line, type=TextOnly)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise LabelledFileError(f"{texts_path}:{number}: {exc}") from None
-        texts[text_sha256(t.subject, t.body)] = t
+    texts = {text_sha256(t.subject, t.body): t for t in _texts(texts_path)}
     records, missing = [], []
     for number, line in enumerate(lines(labels_path), start=1):
         try:

@@ -1,9 +1,10 @@
 """`triage labels join`: a labelled file from labels kept apart from their texts.
 
 The public-style labels (data/public-style/labels.jsonl) carry no ticket text: the texts are
-someone else's (CC BY-NC) and stay out of the repository. Given a local copy of the texts
-(JSONL with id, subject, body), this writes the labelled file `triage recalibrate`, `eval` and
-`study` read, matching each label to its text by the text's sha256.
+someone else's (CC BY-NC) and stay out of the repository. Given a local copy of the texts (the
+corpus CSV, a folder of its pages, or JSONL with id, subject, body), this writes the labelled
+file `triage recalibrate`, `eval` and `study` read, matching each label to its text by the
+text's sha256.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("labels", help="labelled files from labels kept apart from texts")
     sub = parser.add_subparsers(dest="labels_command", required=True)
     join = sub.add_parser("join", help="join texts and labels by the text's sha256")
-    join.add_argument("--texts", required=True, metavar="TEXTS.jsonl", help="JSONL with id, subject, body")
+    join.add_argument(
+        "--texts",
+        required=True,
+        metavar="TEXTS",
+        help="JSONL with id, subject, body; or the corpus CSV (subject and body columns); "
+        "or a folder of its pages saved as <offset>.txt",
+    )
     join.add_argument(
         "--labels",
         required=True,

@@ -94,3 +94,58 @@ def test_the_held_part_of_each_set_is_what_no_rule_was_written_against():
     for ticket_id in ("TRA-001", "TRA-002", "TRF-130", "DEV-001", "PUBL-x"):
         expected = int(hashlib.sha256(ticket_id.encode()).hexdigest(), 16) % 3 == 0
         assert in_held_part(ticket_id) == expected, ticket_id
+
+
+def _corpus_csv(records):
+    """The corpus CSV's layout: a header, quoted fields where needed, literal backslash-n in bodies."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["subject", "body", "answer", "type"])
+    for subject, body in records:
+        writer.writerow([subject, body, "We will look into it, thanks.", "Request"])
+    return out.getvalue()
+
+
+CSV_RECORDS = [
+    ("Export", "How do I export my data, e.g. as CSV?\\n\\nThanks"),
+    ("", "Please update the tools on our servers."),
+    ('Quote "inside"', "A body, with commas, and a\\nline break."),
+]
+
+
+def test_texts_come_from_the_corpus_csv_or_from_its_pages(tmp_path):
+    text = _corpus_csv(CSV_RECORDS)
+    (tmp_path / "corpus.csv").write_text(text, encoding="utf-8")
+    # what the service reads: each literal backslash-n a line break, an empty subject none
+    wanted = [(s or None, b.replace("\\n", "\n")) for s, b in CSV_RECORDS]
+    labels = [_label(f"L{i}", s, b) for i, (s, b) in enumerate(wanted)]
+    _write(tmp_path / "l.jsonl", labels)
+    records, missing = join_labels(tmp_path / "corpus.csv", tmp_path / "l.jsonl")
+    assert missing == [] and [(r.subject, r.body) for r in records] == wanted
+    # the same file cut into pages named by their character offset, a record across a cut,
+    # the first page starting inside the header: every record is still found
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    cut = text.index("commas")
+    (pages / "3.txt").write_text(text[3:cut], encoding="utf-8")
+    (pages / f"{cut}.txt").write_text(text[cut:], encoding="utf-8")
+    records, missing = join_labels(pages, tmp_path / "l.jsonl")
+    assert missing == [] and sorted(r.id for r in records) == ["L0", "L1", "L2"]
+    # a page missing after the cut loses the record it cuts, and says so
+    (pages / f"{cut}.txt").unlink()
+    records, missing = join_labels(pages, tmp_path / "l.jsonl")
+    assert missing == ["L2"]
+
+
+def test_a_csv_without_the_columns_is_refused(tmp_path):
+    import pytest
+
+    from service.labelled import LabelledFileError
+
+    (tmp_path / "other.csv").write_text("title,text\nA,B\n", encoding="utf-8")
+    _write(tmp_path / "l.jsonl", [_label("L1", "A", "B")])
+    with pytest.raises(LabelledFileError, match="subject"):
+        join_labels(tmp_path / "other.csv", tmp_path / "l.jsonl")

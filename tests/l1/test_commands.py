@@ -155,7 +155,9 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
     import hashlib
 
     held = {row["id"] for row in rows if int(hashlib.sha256(row["id"].encode()).hexdigest(), 16) % 3 == 0}
-    held_total = sum(v["red"] + v["yellow"] + v["green"] for v in before["data"]["dev.jsonl@held"]["per_language"].values())
+    held_total = sum(
+        v["red"] + v["yellow"] + v["green"] for v in before["data"]["dev.jsonl@held"]["per_language"].values()
+    )
     assert held_total == len(held)
     capsys.readouterr()
     run("rules", "report", "--rules", str(RULES), "--data", str(data), "--before", str(first), "--json", str(second))
