@@ -591,6 +591,16 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-unread.json": "non-ASCII patterns in sets of at most 64 (9 sets)",
     "docs/results/bench-l1-before-intent.json": "the pack above, back to back with the next row",
     "docs/results/bench-l1-intent.json": "with unclear_intent.yaml (two yellow rules, 9 patterns; still 9 sets)",
+    **{
+        f"docs/results/bench-l1-{which}-{n}.json": (
+            f"round {n}: the pack above, exact sets of at most 64 (9 sets)"
+            if which == "before-setform"
+            else f"round {n}: sets read set_form, non-ASCII sets of at most 128 (7 sets)"
+        )
+        for n in (1, 2, 3)
+        for which in ("before-setform", "setform")
+    },
+    "docs/results/bench-l1-setform-256.json": "after round 3: set_form, non-ASCII sets of at most 256 (6 sets)",
 }
 
 

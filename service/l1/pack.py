@@ -39,11 +39,13 @@ SET_MAX_MEM = 64 << 20
 # byte classes, many instructions) is slow to build: with all 224 such patterns in one set, it
 # cost an unread short ticket more than the rest of L1, and long threads quoting tickets of
 # several languages outgrew its cache within one scan (about 60 ms per 32 KiB thread in a row,
-# against under 10 with sets of at most 64). ASCII-only patterns, whose states are small, stay
-# in one set (docs/l1.md, "Matching and speed": bench-l1-before-unread.json and
-# bench-l1-unread.json).
+# against under 10 with sets of at most 64). Since the sets read `set_form`, whose letters are
+# a few byte ranges instead of hundreds, sets of 128 read as fast on unread text as sets of 64
+# did and pass over a ticket fewer times; 256 was again slow on unread threads. ASCII-only
+# patterns, whose states are small, stay in one set (docs/l1.md, "Matching and speed":
+# bench-l1-unread.json, bench-l1-setform-*.json).
 SET_SIZE = 256
-NON_ASCII_SET_SIZE = 64
+NON_ASCII_SET_SIZE = 128
 PATTERN_MAX_MEM = 4 << 20
 # Han characters and Unicode classes: see _group_key.
 _HAN = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -90,6 +92,54 @@ def as_compiled(pattern: str, scope: Scope) -> str:
     if _CASED_ESCAPE.search(pattern) or any(ch.lower() != ch for ch in bare):
         return "(?i)" + pattern
     return pattern
+
+
+# What set_form puts for \pL: every ASCII letter and every non-ASCII code point.
+_ANY_LETTER = r"A-Za-z\x{80}-\x{10FFFF}"
+
+
+def set_form(compiled: str) -> str:
+    r"""The pattern as its re2.Set reads it: a superset of `compiled` (as_compiled's form) that
+    the set's DFA reads faster.
+
+    A set only tells which patterns may match; the engine then runs each reported pattern as
+    compiled to find its span (engine._hit_for), and a pattern the set reported that finds
+    nothing makes no hit. So the set may report more, never less. `\pL` (any letter) costs a
+    DFA hundreds of UTF-8 byte ranges, which split its bytes into many classes and its states
+    into many more; here it becomes "an ASCII letter or any non-ASCII character", and in a
+    negated class ("not a letter") "not an ASCII letter". Both accept everything the exact class
+    accepts; they differ only where a non-ASCII character that is not a letter (a dash, a
+    no-break space, an ideographic full stop) stands next to a word, where the set reports a
+    candidate the exact pattern then rejects (docs/l1.md, "Matching and speed").
+    """
+    out: list[str] = []
+    i, in_class, negated = 0, False, False
+    while i < len(compiled):
+        ch = compiled[i]
+        if ch == "\\" and i + 1 < len(compiled):
+            if compiled.startswith("\\pL", i):
+                if in_class:
+                    out.append("A-Za-z" if negated else _ANY_LETTER)
+                else:
+                    out.append("[" + _ANY_LETTER + "]")
+                i += 3
+            elif compiled.startswith("\\x{", i):  # a code point, copied whole
+                end = compiled.index("}", i) + 1
+                out.append(compiled[i:end])
+                i = end
+            else:
+                out.append(compiled[i : i + 2])
+                i += 2
+            continue
+        if in_class:
+            # "]" right after "[" or "[^" is a literal bracket, not the end of the class
+            opened_here = compiled[i - 1] == "[" or (compiled[i - 1] == "^" and compiled[i - 2] == "[")
+            in_class = not (ch == "]" and not opened_here)
+        elif ch == "[":
+            in_class, negated = True, compiled.startswith("[^", i)
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def pack_files(path: Path) -> list[Path]:
@@ -258,7 +308,7 @@ def _pattern_sets(rules: tuple[Rule, ...]) -> tuple[PatternSet, ...]:
             name = f"{scope}:{family}#{number}"
             matcher = re2.Set.SearchSet(matching_options(max_mem=SET_MAX_MEM))
             for index, (r, p) in enumerate(owners):
-                if matcher.Add(as_compiled(rules[r].spec.patterns[p], scope)) != index:
+                if matcher.Add(set_form(as_compiled(rules[r].spec.patterns[p], scope))) != index:
                     raise PackError([f"{rules[r].file}: rule {rules[r].id}: re2.Set numbering"])
             try:
                 matcher.Compile()
