@@ -269,6 +269,38 @@ def served_sources() -> str:
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 
+def served_rules() -> str:
+    """The same artifacts graded with the rule pack before unclear_intent.yaml and with today's:
+    what the rules alone changed (a refit from a new replay moves a borderline ticket or two)."""
+    path = "docs/results/served-before-intent.json"
+    before = _json(path)
+    now = {
+        (run["graded"], run["artifact"]): run["report"]
+        for run in _json("docs/results/served-sources.json")["runs"]
+        if not run.get("green_after_l1")
+    }
+    rows = [
+        "| graded source | artifact | false greens: pack before → now | greens cleared: before → now "
+        "| kept from green by the new rules |",
+        "|---|---|---:|---:|---|",
+    ]
+    for graded, old in before["sources"].items():
+        new = now[(graded, before["calibration"])]
+        kept = sorted(set(old["false_green_ids"]) - set(new["false_green_ids"]))
+        rows.append(
+            f"| {graded} | `{before['calibration']}` | {old['false_greens']} → **{new['false_greens']}** "
+            f"| {_pct(old['greens_cleared'])} → {_pct(new['greens_cleared'])} | {', '.join(kept) or 'none'} |"
+        )
+    shas = {report["rules_sha"][:8] for report in before["sources"].values()}
+    return (
+        "\n".join(rows)
+        + f"\n\nPack before: rules_sha {', '.join(f'`{sha}`' for sha in sorted(shas))} (without unclear_intent.yaml); "
+        + "pack now: the served table's. "
+        + _source(path, "docs/results/served-sources.json")
+        + "\n"
+    )
+
+
 def bundled_artifact() -> Path:
     """The newest artifact directory: versions sort chronologically, as load_latest reads them."""
     return sorted(p.parent for p in (ROOT / "calibration").glob("*/artifact.json"))[-1]
@@ -677,6 +709,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "batching": batching,
     "framing": framing,
     "l1-bench-runs": l1_bench_runs,
+    "served-rules": served_rules,
 }
 
 
