@@ -270,35 +270,29 @@ def served_sources() -> str:
 
 
 def served_rules() -> str:
-    """The same artifacts graded with the rule pack before unclear_intent.yaml and with today's:
-    what the rules alone changed (a refit from a new replay moves a borderline ticket or two)."""
-    path = "docs/results/served-before-intent.json"
-    before = _json(path)
-    now = {
-        (run["graded"], run["artifact"]): run["report"]
-        for run in _json("docs/results/served-sources.json")["runs"]
-        if not run.get("green_after_l1")
-    }
+    """One artifact graded with the rule pack before unclear_intent.yaml and with the pack after
+    it: what the rules alone changed (a refit from a new replay moves a borderline ticket or two,
+    so packs are compared on one artifact, not across `make served` runs)."""
+    before_path, after_path = "docs/results/served-before-intent.json", "docs/results/served-after-intent.json"
+    before, after = _json(before_path), _json(after_path)
+    if before["calibration"] != after["calibration"]:
+        raise ValueError(f"{before_path} and {after_path} graded different artifacts")
     rows = [
-        "| graded source | artifact | false greens: pack before → now | greens cleared: before → now "
+        "| graded source | artifact | false greens: pack before → after | greens cleared: before → after "
         "| kept from green by the new rules |",
         "|---|---|---:|---:|---|",
     ]
     for graded, old in before["sources"].items():
-        new = now[(graded, before["calibration"])]
+        new = after["sources"][graded]
         kept = sorted(set(old["false_green_ids"]) - set(new["false_green_ids"]))
         rows.append(
             f"| {graded} | `{before['calibration']}` | {old['false_greens']} → **{new['false_greens']}** "
             f"| {_pct(old['greens_cleared'])} → {_pct(new['greens_cleared'])} | {', '.join(kept) or 'none'} |"
         )
-    shas = {report["rules_sha"][:8] for report in before["sources"].values()}
-    return (
-        "\n".join(rows)
-        + f"\n\nPack before: rules_sha {', '.join(f'`{sha}`' for sha in sorted(shas))} (without unclear_intent.yaml); "
-        + "pack now: the served table's. "
-        + _source(path, "docs/results/served-sources.json")
-        + "\n"
+    packs = " → ".join(
+        ", ".join(sorted({f"`{r['rules_sha'][:8]}`" for r in d["sources"].values()})) for d in (before, after)
     )
+    return "\n".join(rows) + f"\n\nrules_sha {packs}. " + _source(before_path, after_path) + "\n"
 
 
 def bundled_artifact() -> Path:

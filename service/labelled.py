@@ -173,18 +173,21 @@ def texts_from_pages(directory: str | Path, *, reach: int = 40_000) -> list[Text
     return found
 
 
+def _lines(path: str | Path) -> list[str]:
+    try:
+        return [x for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabelledFileError(f"{path}: cannot read: {exc}") from None
+
+
 def _texts(path: str | Path) -> list[TextOnly]:
     """Texts from JSONL (id, subject, body), from the corpus CSV, or from a folder of its pages."""
     if Path(path).is_dir():
         return texts_from_pages(path)
     if str(path).endswith(".csv"):
         return texts_from_csv(path)
-    try:
-        lines = [x for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LabelledFileError(f"{path}: cannot read: {exc}") from None
     texts = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(_lines(path), start=1):
         try:
             texts.append(msgspec.json.decode(line, type=TextOnly))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -195,16 +198,9 @@ def _texts(path: str | Path) -> list[TextOnly]:
 def join_labels(texts_path: str | Path, labels_path: str | Path) -> tuple[list[LabelledTicket], list[str]]:
     """Labelled records from texts (JSONL, the corpus CSV or a folder of its pages: `_texts`) and a
     file of labels, matched by text sha256: (the records, the label ids whose text was not found)."""
-
-    def lines(path: str | Path) -> list[str]:
-        try:
-            return [x for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise LabelledFileError(f"{path}: cannot read: {exc}") from None
-
     texts = {text_sha256(t.subject, t.body): t for t in _texts(texts_path)}
     records, missing = [], []
-    for number, line in enumerate(lines(labels_path), start=1):
+    for number, line in enumerate(_lines(labels_path), start=1):
         try:
             label = msgspec.json.decode(line, type=LabelOnly)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
