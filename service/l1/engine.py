@@ -140,9 +140,8 @@ def _hit_for(
         for n, match in enumerate(rule.patterns[p].finditer(subject.data)):
             if n >= MAX_CANDIDATES_PER_PATTERN:
                 break
-            if rule.validator is not None and not rule.validator(match.group(0).decode()):
-                continue
             start, end = subject.char(match.start()), subject.char(match.end())
+            # The windows first: a checksum costs several times a window's search.
             if rule.context is not None:
                 context = context or _Occurrences(rule.context, subject)
                 if not context.near(start, end):
@@ -151,6 +150,8 @@ def _hit_for(
                 unless = unless or _Occurrences(rule.unless, subject)
                 if unless.near(start, end):
                     continue
+            if rule.validator is not None and not rule.validator(match.group(0).decode()):
+                continue
             start, end = norm.span(start, end) if norm is not None else (start, end)
             spec = rule.spec
             return RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
