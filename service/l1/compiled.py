@@ -59,6 +59,7 @@ class RulePack:
     sha: str  # rules_sha: sha256 over the canonical bytes of the files (see pack.pack_sha)
     rules: tuple[Rule, ...]
     sets: tuple[PatternSet, ...]  # a ticket is scanned once per set: a small, fixed number
+    absence_rules: tuple[int, ...] = ()  # indices of the rules that fire on no match
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:

@@ -159,7 +159,10 @@ def _hit_for(
 
 
 def evaluate(pack: RulePack, text: str) -> L1Result:
-    """Which rules fire on `text` (service.results.ticket_text), where, and the L1 level."""
+    """Which rules fire on `text` (service.results.ticket_text), where, and the L1 level.
+
+    A rule that fires on no match (RuleSpec.fires) fires when none of its patterns is found;
+    its hit has the empty span (0, 0), as there is nothing in the text to point at."""
     started = time.perf_counter()
     original, data = _scannable(text)
     norm = normalise(original)
@@ -174,10 +177,20 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
             fired.setdefault((patterns.scope, r), []).append(p)
     hits: list[RuleHit] = []
     for (scope, r), pattern_indices in sorted(fired.items()):
+        if r in pack.absence_rules:
+            continue
         mapping = norm if scope == "normalised" else None
         hit = _hit_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original)
         if hit is not None:
             hits.append(hit)
+    for r in pack.absence_rules:
+        rule = pack.rules[r]
+        reported = fired.get((rule.spec.scope, r), [])
+        # A set may report a pattern its exact form does not match (pack.set_form): confirm.
+        subject = subjects[rule.spec.scope]
+        if not any(rule.patterns[p].search(subject.data) for p in sorted(reported)):
+            spec = rule.spec
+            hits.append(RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(0, 0), text=""))
     hits.sort(key=lambda hit: (hit.span, hit.id))
     level: L1Level = "none"
     if any(hit.level == "red" for hit in hits):

@@ -216,6 +216,11 @@ def _compile_rule(spec: RuleSpec, file: str) -> tuple[Rule | None, list[str]]:
     if spec.validator is not None and spec.validator not in VALIDATORS:
         known = ", ".join(sorted(VALIDATORS))
         problems.append(f"{where}: unknown validator {spec.validator!r} (known: {known})")
+    if spec.fires == "no_match":
+        if spec.validator is not None or spec.context is not None or spec.unless is not None:
+            problems.append(f"{where}: a rule that fires on no match takes no validator, context or unless")
+        if spec.level != "yellow":
+            problems.append(f"{where}: a rule that fires on no match must be yellow (an absence is no red flag)")
     if not spec.examples.must_match:
         problems.append(f"{where}: examples.must_match is empty")
     if not spec.examples.must_not_match:
@@ -385,6 +390,7 @@ def build_pack(files: dict[str, bytes], path: str = "<memory>") -> RulePack:
         sha=pack_sha(files),
         rules=rules,
         sets=_pattern_sets(rules),
+        absence_rules=tuple(r for r, rule in enumerate(rules) if rule.spec.fires == "no_match"),
     )
     failures = check_examples(pack)
     if failures:

@@ -45,6 +45,10 @@ class RuleSpec(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     # "original": patterns see the text as sent, for what normalising erases
     # (invisible characters, mixed scripts, capitals).
     scope: Scope = "normalised"
+    # "match" (default): the rule fires on a match of its patterns. "no_match": it fires when
+    # none of its patterns matches anywhere in the text (the policy's "green needs positive
+    # evidence": a ticket with none of the evidence is not green); its hit has an empty span.
+    fires: Literal["match", "no_match"] = "match"
     examples: Examples
 
 

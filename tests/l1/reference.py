@@ -131,6 +131,8 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
         scope = rule.spec.scope
         mapping = norm if scope == "normalised" else None
         span = _rule_span(rule, subjects[scope], mapping)
+        if rule.spec.fires == "no_match":
+            span = (0, 0) if span is None else None
         if span is not None:
             spec, (start, end) = rule.spec, span
             hits.append(
