@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cu
 export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
-.PHONY: setup lock model run test test-fast bench lint eval recalibrate study served cascade audit loadtest drills deploy-check docs clean
+.PHONY: setup lock model run test test-fast bench lint eval recalibrate study served served-rules cascade audit loadtest drills deploy-check docs clean
 
 # Labelled sources: the synthetic training set, the dev set and, when joined locally
 # (data/public-style/README.md), the public-style set whose texts stay out of the repository.
@@ -84,6 +84,13 @@ study: setup
 # shipped and after L1), and the bundled artifact on the unlabelled corpus: served-sources.json.
 served: setup
 	$(BIN)/python scripts/served_sources.py
+	$(BIN)/python scripts/gen_docs.py
+
+# Rule files added since `make served`, re-read on its grades without a replay (a rule can only
+# keep a ticket from green): served-rules-now.json. Valid until the next `make served`.
+ADDED ?= rules/green_evidence.yaml
+served-rules: setup
+	$(BIN)/python scripts/rules_on_served.py $(foreach f,$(ADDED),--added $(f))
 	$(BIN)/python scripts/gen_docs.py
 
 # The optional cascade: the 1.5B re-reads the tickets just under the green threshold

@@ -295,6 +295,34 @@ def served_rules() -> str:
     return "\n".join(rows) + f"\n\nrules_sha {packs}. " + _source(before_path, after_path) + "\n"
 
 
+def served_rules_now() -> str:
+    """The served grades re-read with rules added since `make served` (scripts/rules_on_served.py):
+    false greens exactly, greens cleared as a lower bound (no replay)."""
+    path = "docs/results/served-rules-now.json"
+    d = _json(path)
+    rows = [
+        "| graded source | green threshold | false greens: served → with today's pack | kept from green | "
+        "greens cleared: served → at least | labelled greens the added rules fire on |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    for run in d["runs"]:
+        threshold = "after L1" if run["green_after_l1"] else "as shipped"
+        rows.append(
+            f"| {run['graded']} | {threshold} | {run['false_greens_served']} → **{run['false_greens_now']}** "
+            f"| {', '.join(run['kept_from_green_now']) or 'none'} | {_pct(run['greens_cleared_served'])} → "
+            f"{_pct(run['greens_cleared_now_at_least'])} | {len(run['greens_newly_fired'])} of {run['n_green']} |"
+        )
+    u = d["unlabelled"]
+    return (
+        "\n".join(rows)
+        + f"\n\nOn the {u['n']} unlabelled public tickets, the bundled artifact's {u['green_served']} greens: "
+        + f"{len(u['held_back_now'])} held back by today's pack. rules_sha `{d['rules_sha_served'][:8]}` → "
+        + f"`{d['rules_sha_now'][:8]}`. "
+        + _source(path)
+        + "\n"
+    )
+
+
 def bundled_artifact() -> Path:
     """The newest artifact directory: versions sort chronologically, as load_latest reads them."""
     return sorted(p.parent for p in (ROOT / "calibration").glob("*/artifact.json"))[-1]
@@ -704,6 +732,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "framing": framing,
     "l1-bench-runs": l1_bench_runs,
     "served-rules": served_rules,
+    "served-rules-now": served_rules_now,
 }
 
 

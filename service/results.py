@@ -36,7 +36,9 @@ class RuleHit(Record, frozen=True):
     id: str
     level: Literal["yellow", "red"]
     flag: RuleFlag
-    span: tuple[int, int]  # character offsets into the original (un-normalised) text
+    # character offsets into the original (un-normalised) text; (0, 0), empty, for a rule that
+    # fires because none of its patterns is found (docs/l1.md, `fires: no_match`)
+    span: tuple[int, int]
     text: str = ""  # the matched original text, for highlighting
 
 

@@ -34,8 +34,11 @@ def test_l1_level_and_spans_come_back_in_the_202(ingest):
     assert response.status_code == 202
     l1 = response.json()["l1"]
     assert l1["level"] == "red"
-    for rule in l1["rules"]:
-        start, end = rule["span"]
+    spans = {rule["id"]: tuple(rule["span"]) for rule in l1["rules"]}
+    # No question, thanks or request for information: the green-evidence rule fires, on no span.
+    assert spans.pop("evidence.none_for_green") == (0, 0)
+    assert spans
+    for start, end in spans.values():
         assert 0 <= start < end <= len(text)
 
 

@@ -252,3 +252,35 @@ def test_context_checks_agree_between_slice_searches_and_one_scan(pack, monkeypa
     assert default == scanned == sliced
     # The tenth candidate is the first near a third-party word: past the slice searches.
     assert [hit.text for hit in default if hit.id == "third_party.contact_details"] == ["mobile 07700 900 999"]
+
+
+ABSENCE_RULE = """
+- id: demo.no_question
+  description: fires when the text asks nothing
+  level: yellow
+  fires: no_match
+  languages: [de]
+  patterns: ['\\?', 'bitte \\pL+']
+  examples:
+    must_match: ["Der Export ist kaputt.", "bitte €"]
+    must_not_match: ["Geht der Export?", "bitte löschen"]
+"""
+
+
+def test_a_rule_that_fires_on_no_match_fires_where_its_patterns_are_absent():
+    demo = build(ABSENCE_RULE)
+    hit = evaluate(demo, "Der Export ist kaputt.").rules
+    assert [(h.id, h.level, tuple(h.span), h.text) for h in hit] == [("demo.no_question", "yellow", (0, 0), "")]
+    assert evaluate(demo, "Der Export ist kaputt.").level == "yellow"
+    assert evaluate(demo, "Geht der Export?").rules == []
+    assert evaluate(demo, "lange Einleitung " * 2000 + "und am Ende: geht das?").rules == []
+
+
+def test_a_set_report_the_exact_pattern_does_not_confirm_is_no_evidence():
+    """The set's widened form reports 'bitte \\pL+' on "bitte €"; the exact pattern finds
+    nothing there, so the absence rule still fires (a set may over-report, never decide)."""
+    demo = build(ABSENCE_RULE)
+    text = "bitte €"
+    reported = [i for patterns in demo.sets for i in (patterns.matcher.Match(normalise(text).text.encode()) or [])]
+    assert reported
+    assert [hit.id for hit in evaluate(demo, text).rules] == ["demo.no_question"]

@@ -145,3 +145,13 @@ def test_the_shipped_pack_loads_and_records_its_sha(pack):
     assert pack.sha == load_pack(RULES).sha
     assert len(pack.rules) >= 30
     assert {file for file in pack.files} == {path.name for path in RULES.glob("*.yaml")}
+
+
+def test_a_rule_that_fires_on_no_match_must_be_yellow_and_take_no_checks():
+    absent = GOOD_RULE.replace("languages: [en]", "languages: [en]\n    fires: no_match")
+    message = problems_of(absent.replace("    flag: destructive_or_access\n", ""))
+    assert "rule demo.delete: a rule that fires on no match must be yellow" in message
+    windowed = absent.replace("level: red\n    flag: destructive_or_access", "level: yellow").replace(
+        "languages: [en]", "languages: [en]\n    unless: {words: ['how']}"
+    )
+    assert "takes no validator, context or unless" in problems_of(windowed)
