@@ -131,7 +131,7 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
             "flags": {},
         },
         {"id": "A5", "language": "en", "body": "The sync failed and we lost all our data.", "risk": "yellow"},
-        {"id": "A6", "language": "en", "body": "Something seems off with the tool.", "risk": "yellow"},
+        {"id": "A6", "language": "en", "body": "Something seems off with the tool, any idea why?", "risk": "yellow"},
     ]
     data = tmp_path / "dev.jsonl"
     _write_rows(data, rows)
@@ -145,7 +145,7 @@ def test_report_per_language_json_and_before(tmp_path, capsys):
         "red": 1,
         "red_as_red": 1,
         "yellow": 2,
-        "yellow_fired": 1,  # report.data_loss keeps A5 from green; nothing fires on A6
+        "yellow_fired": 1,  # report.data_loss keeps A5 from green; nothing fires on A6 (it asks)
         "green": 1,
         "green_fired": 0,
     }
