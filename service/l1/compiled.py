@@ -60,6 +60,9 @@ class RulePack:
     rules: tuple[Rule, ...]
     sets: tuple[PatternSet, ...]  # a ticket is scanned once per set: a small, fixed number
     absence_rules: tuple[int, ...] = ()  # indices of the rules that fire on no match
+    # (rule, pattern) whose set reads it exactly as compiled (pack.set_form left it alone): a
+    # set's report of it needs no confirming search
+    exact_in_sets: frozenset[tuple[int, int]] = frozenset()
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:

@@ -185,10 +185,13 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
             hits.append(hit)
     for r in pack.absence_rules:
         rule = pack.rules[r]
-        reported = fired.get((rule.spec.scope, r), [])
-        # A set may report a pattern its exact form does not match (pack.set_form): confirm.
+        reported = sorted(fired.get((rule.spec.scope, r), []))
+        # A set may report a pattern its exact form does not match (pack.set_form): confirm
+        # those, unless a pattern the set reads exactly was reported (a search of a long text).
         subject = subjects[rule.spec.scope]
-        if not any(rule.patterns[p].search(subject.data) for p in sorted(reported)):
+        if not any((r, p) in pack.exact_in_sets for p in reported) and not any(
+            rule.patterns[p].search(subject.data) for p in reported
+        ):
             spec = rule.spec
             hits.append(RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(0, 0), text=""))
     hits.sort(key=lambda hit: (hit.span, hit.id))

@@ -391,6 +391,12 @@ def build_pack(files: dict[str, bytes], path: str = "<memory>") -> RulePack:
         rules=rules,
         sets=_pattern_sets(rules),
         absence_rules=tuple(r for r, rule in enumerate(rules) if rule.spec.fires == "no_match"),
+        exact_in_sets=frozenset(
+            (r, p)
+            for r, rule in enumerate(rules)
+            for p, pattern in enumerate(rule.spec.patterns)
+            if set_form(as_compiled(pattern, rule.spec.scope)) == as_compiled(pattern, rule.spec.scope)
+        ),
     )
     failures = check_examples(pack)
     if failures:
