@@ -655,6 +655,15 @@ L1_BENCH_RUNS = {
         for which in ("before-setform", "setform")
     },
     "docs/results/bench-l1-setform-256.json": "after round 3: set_form, non-ASCII sets of at most 256 (6 sets)",
+    **{
+        f"docs/results/bench-l1-{which}-{n}.json": (
+            f"round {n}, a slower EPYC (AVX2, no AVX-512): the pack above, windows before validators"
+            if which == "before-evidence"
+            else f"round {n}: with green_evidence.yaml (one rule, 29 patterns; still 7 sets)"
+        )
+        for n in (1, 2, 3)
+        for which in ("before-evidence", "evidence")
+    },
 }
 
 
