@@ -122,9 +122,10 @@ def explain_command(args: argparse.Namespace) -> int:
 
 
 def _highlight(text: str, spans: list[tuple[int, int]]) -> str:
-    """The text with every hit between »« (overlapping spans merged)."""
+    """The text with every hit between »« (overlapping spans merged; an empty span, the hit of a
+    rule that fires on no match, marks nothing)."""
     merged: list[list[int]] = []
-    for start, end in sorted(spans):
+    for start, end in sorted(span for span in spans if span[1] > span[0]):
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:

@@ -57,6 +57,8 @@ def test_explain_shows_rules_and_where(capsys):
     assert "L1 level: red" in out
     assert "destructive.delete_account_or_data" in out and "[0:24]" in out
     assert "»Please delete my account« now" in out
+    # no question, thanks or request for information: the evidence rule fires and marks nothing
+    assert "evidence.none_for_green" in out and "[0:0]" in out and "»«" not in out
 
 
 def test_explain_reads_stdin(monkeypatch, capsys):
