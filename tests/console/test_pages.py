@@ -116,6 +116,9 @@ def test_ticket_page_shows_why_with_spans_rules_and_answers(console, ingest, pre
     )
     assert 'data-rules="commitment.refund">refund</mark>' in text
     assert '<q>charged twice</q> <span class="muted">@21–34</span>' in text  # offsets into subject\n\nbody
+    # a rule that fires because nothing matched points at nothing
+    row = text[text.index("<code>evidence.none</code>") : text.index("</tr>", text.index("<code>evidence.none</code>"))]
+    assert "fires when nothing matches" in row and "<q>" not in row
     assert "75.0 %" in text and "coverage 94 %" in text and "Before calibration" in text
     assert 'id="f-flag-commitment" name="flag_commitment" checked' in text
     assert '<option value="billing" selected>' in text
