@@ -127,12 +127,16 @@ def _hit_for(
     subject: _Subject,
     norm: Normalised | None,
     original: str,
+    validated: dict[tuple[str, bytes], bool],
 ) -> RuleHit | None:
     """The rule's hit: the first accepted match of the first of its firing patterns, or None.
 
     One hit per rule is what the level and the explanation need; each further span would cost
     one more search of the text (on a long ticket where dozens of rules fire, most of the time
-    spent on spans). Patterns are tried in the order the rule lists them.
+    spent on spans). Patterns are tried in the order the rule lists them. `validated` keeps this
+    ticket's validator answers: a thread quotes the same number again and again, often to two
+    rules (a red and a yellow national-ID rule); it lives as long as the evaluation, so no
+    candidate number outlives its ticket in the process.
     """
     context: _Occurrences | None = None
     unless: _Occurrences | None = None
@@ -150,8 +154,12 @@ def _hit_for(
                 unless = unless or _Occurrences(rule.unless, subject)
                 if unless.near(start, end):
                     continue
-            if rule.validator is not None and not rule.validator(match.group(0).decode()):
-                continue
+            if rule.validator is not None:
+                key = (rule.spec.validator or "", match.group(0))
+                if key not in validated:
+                    validated[key] = rule.validator(match.group(0).decode())
+                if not validated[key]:
+                    continue
             start, end = norm.span(start, end) if norm is not None else (start, end)
             spec = rule.spec
             return RuleHit(id=spec.id, level=spec.level, flag=spec.flag, span=(start, end), text=original[start:end])
@@ -176,11 +184,12 @@ def evaluate(pack: RulePack, text: str) -> L1Result:
             r, p = patterns.owners[index]
             fired.setdefault((patterns.scope, r), []).append(p)
     hits: list[RuleHit] = []
+    validated: dict[tuple[str, bytes], bool] = {}
     for (scope, r), pattern_indices in sorted(fired.items()):
         if r in pack.absence_rules:
             continue
         mapping = norm if scope == "normalised" else None
-        hit = _hit_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original)
+        hit = _hit_for(pack.rules[r], sorted(pattern_indices), subjects[scope], mapping, original, validated)
         if hit is not None:
             hits.append(hit)
     for r in pack.absence_rules:

@@ -9,7 +9,6 @@ the hit. Checksums and per-country formats are python-stdnum's: it follows the r
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from types import ModuleType
@@ -139,22 +138,9 @@ def national_id(text: str) -> bool:
     return any(NATIONAL_ID_VALIDATORS[key](lowered) for key in keys)
 
 
-# Validators are pure, and a thread quotes the same numbers over and over, often to several
-# rules (a national identifier is checked by a red rule and a yellow one): each answer is
-# kept, up to VALIDATED_CACHE_SIZE candidates per validator, so a number is checked once.
-VALIDATED_CACHE_SIZE = 4096
-
-
-def _memoised(check: Validator) -> Validator:
-    return functools.wraps(check)(functools.lru_cache(maxsize=VALIDATED_CACHE_SIZE)(check))
-
-
 VALIDATORS: dict[str, Validator] = {
-    key: _memoised(check)
-    for key, check in {
-        "luhn": luhn,
-        "iban_mod97": iban_mod97,
-        **NATIONAL_ID_VALIDATORS,
-        "national_id": national_id,
-    }.items()
+    "luhn": luhn,
+    "iban_mod97": iban_mod97,
+    **NATIONAL_ID_VALIDATORS,
+    "national_id": national_id,
 }

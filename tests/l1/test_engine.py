@@ -284,3 +284,42 @@ def test_a_set_report_the_exact_pattern_does_not_confirm_is_no_evidence():
     reported = [i for patterns in demo.sets for i in (patterns.matcher.Match(normalise(text).text.encode()) or [])]
     assert reported
     assert [hit.id for hit in evaluate(demo, text).rules] == ["demo.no_question"]
+
+
+def test_a_candidate_is_validated_once_per_ticket(monkeypatch):
+    """Two rules proposing the same number (a red and a yellow one, as for national IDs) and a
+    thread quoting it again: the checksum runs once for that ticket, and again for the next."""
+    from service.l1 import validators
+
+    calls: list[str] = []
+    real = validators.VALIDATORS["luhn"]
+    monkeypatch.setitem(validators.VALIDATORS, "luhn", lambda text: calls.append(text) or real(text))
+    demo = build(
+        """
+- id: demo.card_red
+  description: a card number
+  level: red
+  flag: third_party_personal_data
+  languages: [en]
+  validator: luhn
+  patterns: ['\\b(?:\\d[ -]?){13,19}\\b']
+  examples:
+    must_match: ["4111 1111 1111 1111"]
+    must_not_match: ["4111 1111 1111 1112"]
+- id: demo.card_yellow
+  description: the same number
+  level: yellow
+  languages: [en]
+  validator: luhn
+  patterns: ['\\b(?:\\d[ -]?){13,19}\\b']
+  examples:
+    must_match: ["4111 1111 1111 1111"]
+    must_not_match: ["4111 1111 1111 1112"]
+"""
+    )
+    calls.clear()
+    text = "card 4111 1111 1111 1112 then 4111 1111 1111 1112 again"
+    assert evaluate(demo, text).rules == []
+    assert [c.strip() for c in calls] == ["4111 1111 1111 1112"]
+    evaluate(demo, text)
+    assert len(calls) == 2

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.l1.validators import (
-    NATIONAL_ID_VALIDATORS,
-    VALIDATED_CACHE_SIZE,
-    VALIDATORS,
-    iban_mod97,
-    luhn,
-    national_id,
-)
+from service.l1.validators import NATIONAL_ID_VALIDATORS, VALIDATORS, iban_mod97, luhn, national_id
 
 
 @pytest.mark.parametrize(
@@ -146,15 +139,9 @@ def test_national_id_dispatches_on_the_label(text, kept):
 
 
 def test_registry_names_the_validators():
-    expected = {"luhn": luhn, "iban_mod97": iban_mod97, **NATIONAL_ID_VALIDATORS, "national_id": national_id}
-    assert {key: check.__wrapped__ for key, check in VALIDATORS.items()} == expected
-
-
-def test_registry_keeps_each_answer_and_a_bounded_number_of_them():
-    check = VALIDATORS["national_id"]
-    check.cache_clear()
-    for text in ("pesel 44051401359", "pesel 44051401358", "pesel 44051401359"):
-        assert check(text) is national_id(text)
-    info = check.cache_info()
-    assert (info.hits, info.misses) == (1, 2)
-    assert info.maxsize == VALIDATED_CACHE_SIZE
+    assert VALIDATORS == {
+        "luhn": luhn,
+        "iban_mod97": iban_mod97,
+        **NATIONAL_ID_VALIDATORS,
+        "national_id": national_id,
+    }
