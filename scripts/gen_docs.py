@@ -657,9 +657,9 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-setform-256.json": "after round 3: set_form, non-ASCII sets of at most 256 (6 sets)",
     **{
         f"docs/results/bench-l1-{which}-{n}.json": (
-            f"round {n}, a slower EPYC (AVX2, no AVX-512): the pack above, windows before validators"
+            f"round {n}, a slower EPYC: the pack above; windows before validators, their answers kept per process"
             if which == "before-evidence"
-            else f"round {n}: with green_evidence.yaml (one rule, 29 patterns; still 7 sets)"
+            else f"round {n}: with green_evidence.yaml (one rule, 26 patterns; still 7 sets)"
         )
         for n in (1, 2, 3)
         for which in ("before-evidence", "evidence")
