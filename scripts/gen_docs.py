@@ -664,6 +664,15 @@ L1_BENCH_RUNS = {
         for n in (1, 2, 3)
         for which in ("before-evidence", "evidence")
     },
+    **{
+        f"docs/results/bench-l1-{which}-memo-{n}.json": (
+            f"round {n}, later: the pack above, validator answers kept per process (an LRU of 4,096)"
+            if which == "process"
+            else f"round {n}: validator answers kept per ticket only"
+        )
+        for n in (1, 2, 3)
+        for which in ("process", "ticket")
+    },
 }
 
 
