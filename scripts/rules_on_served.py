@@ -58,9 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--added", action="append", required=True, help="a rule file added since the served run")
     parser.add_argument("--served", default=str(SERVED))
+    parser.add_argument("--rules", default=str(ROOT / "rules"), help="the pack directory (today's pack)")
     parser.add_argument("--json", default=str(OUT))
     args = parser.parse_args(argv)
-    rules_dir = ROOT / "rules"
+    rules_dir = Path(args.rules)
     added = {Path(p).resolve() for p in args.added}
     files = {
         p.relative_to(rules_dir).as_posix(): p.read_bytes() for p in pack_files(rules_dir) if p.resolve() not in added
@@ -111,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = {
         "command": "python scripts/rules_on_served.py " + " ".join(f"--added {p}" for p in args.added),
-        "served": Path(args.served).relative_to(ROOT).as_posix(),
+        "served": Path(args.served).resolve().relative_to(ROOT).as_posix()
+        if Path(args.served).resolve().is_relative_to(ROOT)
+        else str(args.served),
         "rules_sha_served": before.sha,
         "rules_sha_now": now.sha,
         "runs": runs,
