@@ -628,6 +628,16 @@ def framing() -> str:
 
 # L1 benches kept beside a change to the pack or the engine, in the order they were taken; what
 # changed between them is not in the result files.
+def _alternating(before: tuple[str, str], after: tuple[str, str], rounds: int = 3) -> dict[str, str]:
+    """Bench rows of alternating rounds, before then after in each: (file stem, label), both
+    with `{n}` for the round."""
+    return {
+        f"docs/results/{stem.format(n=n)}.json": label.format(n=n)
+        for n in range(1, rounds + 1)
+        for stem, label in (before, after)
+    }
+
+
 L1_BENCH_RUNS = {
     "docs/results/bench-l1-before-stdnum.json": "hand-written Luhn and IBAN checks",
     "docs/results/bench-l1-stdnum.json": "python-stdnum validators, national-ID rules",
@@ -645,43 +655,32 @@ L1_BENCH_RUNS = {
     "docs/results/bench-l1-unread.json": "non-ASCII patterns in sets of at most 64 (9 sets)",
     "docs/results/bench-l1-before-intent.json": "the pack above, back to back with the next row",
     "docs/results/bench-l1-intent.json": "with unclear_intent.yaml (two yellow rules, 9 patterns; still 9 sets)",
-    **{
-        f"docs/results/bench-l1-{which}-{n}.json": (
-            f"round {n}: the pack above, exact sets of at most 64 (9 sets)"
-            if which == "before-setform"
-            else f"round {n}: sets read set_form, non-ASCII sets of at most 128 (7 sets)"
-        )
-        for n in (1, 2, 3)
-        for which in ("before-setform", "setform")
-    },
+    **_alternating(
+        ("bench-l1-before-setform-{n}", "round {n}: the pack above, exact sets of at most 64 (9 sets)"),
+        ("bench-l1-setform-{n}", "round {n}: sets read set_form, non-ASCII sets of at most 128 (7 sets)"),
+    ),
     "docs/results/bench-l1-setform-256.json": "after round 3: set_form, non-ASCII sets of at most 256 (6 sets)",
-    **{
-        f"docs/results/bench-l1-{which}-{n}.json": (
-            f"round {n}, a slower EPYC: the pack above; windows before validators, their answers kept per process"
-            if which == "before-evidence"
-            else f"round {n}: with green_evidence.yaml (one rule, 26 patterns; still 7 sets)"
-        )
-        for n in (1, 2, 3)
-        for which in ("before-evidence", "evidence")
-    },
-    **{
-        f"docs/results/bench-l1-{which}-memo-{n}.json": (
-            f"round {n}, later: the pack above, validator answers kept per process (an LRU of 4,096)"
-            if which == "process"
-            else f"round {n}: validator answers kept per ticket only"
-        )
-        for n in (1, 2, 3)
-        for which in ("process", "ticket")
-    },
-    **{
-        f"docs/results/bench-l1-{which}-{n}.json": (
-            f"round {n}: the engine above, whitespace runs found by array from 2,048 characters"
-            if which == "before-runs"
-            else f"round {n}: runs found by the regex up to 6,144 characters"
-        )
-        for n in (1, 2, 3)
-        for which in ("before-runs", "runs")
-    },
+    **_alternating(
+        (
+            "bench-l1-before-evidence-{n}",
+            "round {n}, a slower EPYC: the pack above; windows before validators, their answers kept per process",
+        ),
+        ("bench-l1-evidence-{n}", "round {n}: with green_evidence.yaml (one rule, 26 patterns; still 7 sets)"),
+    ),
+    **_alternating(
+        (
+            "bench-l1-process-memo-{n}",
+            "round {n}, later: the pack above, validator answers kept per process (an LRU of 4,096)",
+        ),
+        ("bench-l1-ticket-memo-{n}", "round {n}: validator answers kept per ticket only"),
+    ),
+    **_alternating(
+        (
+            "bench-l1-before-runs-{n}",
+            "round {n}: the engine above, whitespace runs found by array from 2,048 characters",
+        ),
+        ("bench-l1-runs-{n}", "round {n}: runs found by the regex up to 6,144 characters"),
+    ),
 }
 
 

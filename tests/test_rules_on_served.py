@@ -82,15 +82,14 @@ def served(tmp_path):
     return rules, path, silent["id"], corpus[:5]
 
 
+def _run(rules, served, added, out) -> int:
+    return on_served.main(["--rules", str(rules), "--served", str(served), "--added", str(added), "--json", str(out)])
+
+
 def test_false_greens_exactly_and_greens_cleared_as_a_bound(served, tmp_path):
     rules, path, silent_id, corpus = served
     out = tmp_path / "now.json"
-    assert (
-        on_served.main(
-            ["--rules", str(rules), "--served", str(path), "--added", str(rules / "added.yaml"), "--json", str(out)]
-        )
-        == 0
-    )
+    assert _run(rules, path, rules / "added.yaml", out) == 0
     result = json.loads(out.read_text())
     (run,) = result["runs"]
     assert run["kept_from_green_now"] == [silent_id] and run["false_greens_now"] == 1
@@ -105,10 +104,5 @@ def test_false_greens_exactly_and_greens_cleared_as_a_bound(served, tmp_path):
 def test_refuses_a_pack_that_is_not_the_served_one_plus_the_added_files(served, tmp_path):
     rules, path, _, _ = served
     out = tmp_path / "now.json"
-    assert (
-        on_served.main(
-            ["--rules", str(rules), "--served", str(path), "--added", str(rules / "served.yaml"), "--json", str(out)]
-        )
-        == 1
-    )
+    assert _run(rules, path, rules / "served.yaml", out) == 1
     assert not out.exists()
