@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cu
 export CMAKE_ARGS ?= $(shell scripts/llama-cmake-args)
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip-triage/$(shell printf '%s' "$(CMAKE_ARGS)" | sha256sum | cut -c1-12)
 
-.PHONY: setup lock model run test test-fast bench lint eval recalibrate study served served-rules cascade audit loadtest drills deploy-check docs clean
+.PHONY: setup lock model run test test-fast bench lint eval recalibrate study served served-rules served-rules-bound cascade audit loadtest drills deploy-check docs clean
 
 # Labelled sources: the synthetic training set, the dev set and, when joined locally
 # (data/public-style/README.md), the public-style set whose texts stay out of the repository.
@@ -86,12 +86,20 @@ served: setup
 	$(BIN)/python scripts/served_sources.py
 	$(BIN)/python scripts/gen_docs.py
 
-# Rule files added since `make served`, re-read on its grades without a replay (a rule can only
-# keep a ticket from green): served-rules-now.json. Valid until the next `make served`.
-ADDED ?= rules/green_evidence.yaml
+# One rule file's effect as served (scripts/served_rule_effect.py): the artifacts of `make served`
+# graded with today's pack less the file and with today's pack, from the replay cache
+# (served-{before,after}-NAME.json, the "served-rules" table of docs/results.md).
+RULE ?= rules/green_evidence.yaml
+RULE_NAME ?= evidence
 served-rules: setup
-	$(BIN)/python scripts/rules_on_served.py $(foreach f,$(ADDED),--added $(f))
+	$(BIN)/python scripts/served_rule_effect.py --rule $(RULE) --name $(RULE_NAME)
 	$(BIN)/python scripts/gen_docs.py
+
+# Before a new replay: rule files added since `make served`, re-read on its grades (a rule can only
+# keep a ticket from green): exact false greens, a bound on greens cleared (var/served-rules-now.json).
+ADDED ?= rules/green_evidence.yaml
+served-rules-bound: setup
+	$(BIN)/python scripts/rules_on_served.py $(foreach f,$(ADDED),--added $(f))
 
 # The optional cascade: the 1.5B re-reads the tickets just under the green threshold
 # (docs/results/cascade.json). Fetches the 1.5B and replays every labelled ticket through it: about

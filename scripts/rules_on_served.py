@@ -1,4 +1,4 @@
-"""docs/results/served-rules-now.json: what rules added since `make served` change in its grades,
+"""var/served-rules-now.json: what rules added since `make served` change in its grades,
 without a new replay.
 
 finalLevel = max(L1, L2), so a rule can only keep a ticket from green, never make one green. Given
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TICKETS = ROOT.parent / "shared" / "data" / "tickets"
 SERVED = ROOT / "docs" / "results" / "served-sources.json"
 CORPUS = ROOT.parent / "shared" / "data" / "corpus" / "public-tickets.jsonl"
-OUT = ROOT / "docs" / "results" / "served-rules-now.json"
+OUT = ROOT / "var" / "served-rules-now.json"
 # graded source of served-sources.json -> (labelled file, which part of it)
 GRADED = {
     "dev": (TICKETS / "dev.jsonl", "all"),
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "unlabelled": unlabelled,
     }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.json}")
     return 0
