@@ -269,58 +269,46 @@ def served_sources() -> str:
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 
+# Rule files added after a served run, each graded by one artifact with the pack before and after
+# it: (the rule file, its before and after files of `triage study served`).
+SERVED_RULE_PAIRS = (
+    ("unclear_intent.yaml", "docs/results/served-before-intent.json", "docs/results/served-after-intent.json"),
+    ("green_evidence.yaml", "docs/results/served-before-evidence.json", "docs/results/served-after-evidence.json"),
+)
+
+
 def served_rules() -> str:
-    """One artifact graded with the rule pack before unclear_intent.yaml and with the pack after
-    it: what the rules alone changed (a refit from a new replay moves a borderline ticket or two,
-    so packs are compared on one artifact, not across `make served` runs)."""
-    before_path, after_path = "docs/results/served-before-intent.json", "docs/results/served-after-intent.json"
-    before, after = _json(before_path), _json(after_path)
-    if before["calibration"] != after["calibration"]:
-        raise ValueError(f"{before_path} and {after_path} graded different artifacts")
+    """Artifacts graded with the rule pack before a rule file and with the pack after it: what the
+    rules alone changed (a refit from a new replay moves a borderline ticket or two, so packs are
+    compared on one artifact, not across `make served` runs)."""
     rows = [
-        "| graded source | artifact | false greens: pack before → after | greens cleared: before → after "
+        "| rules added | graded source | artifact | false greens: pack before → after | greens cleared: before → after "
         "| kept from green by the new rules |",
-        "|---|---|---:|---:|---|",
+        "|---|---|---|---:|---:|---|",
     ]
-    for graded, old in before["sources"].items():
-        new = after["sources"][graded]
-        kept = sorted(set(old["false_green_ids"]) - set(new["false_green_ids"]))
-        rows.append(
-            f"| {graded} | `{before['calibration']}` | {old['false_greens']} → **{new['false_greens']}** "
-            f"| {_pct(old['greens_cleared'])} → {_pct(new['greens_cleared'])} | {', '.join(kept) or 'none'} |"
+    packs, paths = [], []
+    for added, before_path, after_path in SERVED_RULE_PAIRS:
+        before, after = _json(before_path), _json(after_path)
+        for graded, old in before["sources"].items():
+            new = after["sources"][graded]
+            # one artifact for the file (the first comparison) or one per graded source
+            artifact = old.get("calibration", before.get("calibration"))
+            if artifact != new.get("calibration", after.get("calibration")):
+                raise ValueError(f"{before_path} and {after_path} graded {graded} with different artifacts")
+            kept = sorted(set(old["false_green_ids"]) - set(new["false_green_ids"]))
+            rows.append(
+                f"| `{added}` | {graded} | `{artifact}` | {old['false_greens']} → "
+                f"**{new['false_greens']}** | {_pct(old['greens_cleared'])} → {_pct(new['greens_cleared'])} "
+                f"| {', '.join(kept) or 'none'} |"
+            )
+        packs.append(
+            f"`{added}`: "
+            + " → ".join(
+                ", ".join(sorted({f"`{r['rules_sha'][:8]}`" for r in d["sources"].values()})) for d in (before, after)
+            )
         )
-    packs = " → ".join(
-        ", ".join(sorted({f"`{r['rules_sha'][:8]}`" for r in d["sources"].values()})) for d in (before, after)
-    )
-    return "\n".join(rows) + f"\n\nrules_sha {packs}. " + _source(before_path, after_path) + "\n"
-
-
-def served_rules_now() -> str:
-    """The served grades re-read with rules added since `make served` (scripts/rules_on_served.py):
-    false greens exactly, greens cleared as a lower bound (no replay)."""
-    path = "docs/results/served-rules-now.json"
-    d = _json(path)
-    rows = [
-        "| graded source | green threshold | false greens: served → with today's pack | kept from green | "
-        "greens cleared: served → at least | labelled greens the added rules fire on |",
-        "|---|---|---:|---|---:|---:|",
-    ]
-    for run in d["runs"]:
-        threshold = "after L1" if run["green_after_l1"] else "as shipped"
-        rows.append(
-            f"| {run['graded']} | {threshold} | {run['false_greens_served']} → **{run['false_greens_now']}** "
-            f"| {', '.join(run['kept_from_green_now']) or 'none'} | {_pct(run['greens_cleared_served'])} → "
-            f"{_pct(run['greens_cleared_now_at_least'])} | {len(run['greens_newly_fired'])} of {run['n_green']} |"
-        )
-    u = d["unlabelled"]
-    return (
-        "\n".join(rows)
-        + f"\n\nOn the {u['n']} unlabelled public tickets, the bundled artifact's {u['green_served']} greens: "
-        + f"{len(u['held_back_now'])} held back by today's pack. rules_sha `{d['rules_sha_served'][:8]}` → "
-        + f"`{d['rules_sha_now'][:8]}`. "
-        + _source(path)
-        + "\n"
-    )
+        paths += [before_path, after_path]
+    return "\n".join(rows) + f"\n\nrules_sha {'; '.join(packs)}. " + _source(*paths) + "\n"
 
 
 def bundled_artifact() -> Path:
@@ -681,6 +669,11 @@ L1_BENCH_RUNS = {
         ),
         ("bench-l1-runs-{n}", "round {n}: runs found by the regex up to 6,144 characters"),
     ),
+    "docs/results/bench-l1-before-spans-avx512.json": "an AVX-512 EPYC (family 26): the code and pack of "
+    "bench-l1-before-spans.json (commit a42c033^), run right after the three rows below",
+    "bench/results.json": "run 1 of 3: today's code and pack on that machine",
+    "docs/results/bench-l1-repeat-2.json": "run 2 of 3",
+    "docs/results/bench-l1-repeat-3.json": "run 3 of 3",
 }
 
 
@@ -758,7 +751,6 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "framing": framing,
     "l1-bench-runs": l1_bench_runs,
     "served-rules": served_rules,
-    "served-rules-now": served_rules_now,
 }
 
 
