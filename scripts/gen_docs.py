@@ -241,6 +241,38 @@ def study_sources() -> str:
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 
+def study_sources_local() -> str:
+    """Each source graded by a fit on the others, with one green threshold for all and with a
+    threshold per fitted source near that source's greens (study.source_thresholds)."""
+    path = "docs/results/study-sources-local.json"
+    report = _json(path)
+    quantiles = list(next(iter(report["held_out"].values()))["per_source_thresholds"])
+    rows = [
+        "| graded source | fitted on | one threshold: greens cleared / false greens | "
+        + " | ".join(f"per source, neighbourhood {q}: greens cleared / false greens" for q in quantiles)
+        + " | own thresholds (sources with enough labels) |",
+        "|---|---|" + "---:|" * (1 + len(quantiles)) + "---|",
+    ]
+    for name, g in report["held_out"].items():
+        local = g["per_source_thresholds"]
+        own = ", ".join(f"{s['source']} {s['threshold']:.4f}" for s in local[quantiles[0]]["sources"]) or "none"
+        rows.append(
+            f"| {name} ({g['n']}) | {' + '.join(g['trained_on'])} | {_pct(g['greens_cleared'])} / "
+            f"**{g['false_greens']}** (threshold {g['threshold']:.4f}) | "
+            + " | ".join(f"{_pct(local[q]['greens_cleared'])} / **{local[q]['false_greens']}**" for q in quantiles)
+            + f" | {own} |"
+        )
+    note = (
+        f"Risk head on {report['features']}, gate on {report['gate']}, the risk question alone (no L1, no flags), as "
+        f"in the table above. A fitted source with at least {report['source_min_labels']} labels gets its own green "
+        "threshold (the same rule, on its own out-of-fold P(green)); a graded ticket whose mean distance to its 5 "
+        "nearest greens of that source, in the gate's space, is within the given quantile of those greens' own "
+        "distances is held to that source's threshold (the highest, if several), any other to the one threshold. "
+        + _source(path, after=" (`triage study sources --source-thresholds Q`)")
+    )
+    return "\n".join(rows) + "\n\n" + note + "\n"
+
+
 def served_sources() -> str:
     path = "docs/results/served-sources.json"
     report = _json(path)
@@ -739,6 +771,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "models": models,
     "study-features": study_features,
     "study-sources": study_sources,
+    "study-sources-local": study_sources_local,
     "served-sources": served_sources,
     "artifact": artifact,
     "learning-curve": learning_curve,

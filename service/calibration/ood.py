@@ -70,11 +70,7 @@ class GreenGate:
 
     def distances(self, x: np.ndarray) -> np.ndarray:
         """(n,) gate statistic of each row of x."""
-        z = self.project(x)
-        d2 = np.sum(z * z, axis=1)[:, None] + np.sum(self.references**2, axis=1)[None, :] - 2.0 * z @ self.references.T
-        dist = np.sqrt(np.maximum(d2, 0.0))
-        k = min(self.info.k, dist.shape[1])
-        return np.sort(dist, axis=1)[:, :k].mean(axis=1)
+        return mean_nearest(self.project(x), self.references, self.info.k)
 
     def vector(self, features: Mapping[str, np.ndarray]) -> np.ndarray | None:
         """The gate's input for one ticket, or None when a feature is missing or misshapen."""
@@ -96,7 +92,15 @@ class GreenGate:
         return bool(distance <= self.info.threshold), distance
 
 
-def _loo_distances(z: np.ndarray, k: int) -> np.ndarray:
+def mean_nearest(z: np.ndarray, references: np.ndarray, k: int) -> np.ndarray:
+    """(n,) each row of z's mean distance to its k nearest rows of `references`."""
+    d2 = np.sum(z * z, axis=1)[:, None] + np.sum(references**2, axis=1)[None, :] - 2.0 * z @ references.T
+    dist = np.sqrt(np.maximum(d2, 0.0))
+    k = min(k, dist.shape[1])
+    return np.sort(dist, axis=1)[:, :k].mean(axis=1)
+
+
+def loo_distances(z: np.ndarray, k: int) -> np.ndarray:
     """Each row's mean distance to its k nearest other rows."""
     d2 = np.sum(z * z, axis=1)[:, None] + np.sum(z * z, axis=1)[None, :] - 2.0 * z @ z.T
     dist = np.sqrt(np.maximum(d2, 0.0))
@@ -127,7 +131,7 @@ def fit_gate(
     std = sv[:dims] / np.sqrt(max(len(x) - 1, 1))
     basis = vt[:dims] / np.where(std > 1e-12, std, 1.0)[:, None]
     references = xs[green] @ basis.T
-    own = _loo_distances(references, k)
+    own = loo_distances(references, k)
     threshold = float(np.quantile(own, quantile))
     info = GateInfo(
         inputs=list(inputs),

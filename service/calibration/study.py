@@ -19,7 +19,7 @@ import numpy as np
 
 from service.calibration.heads import NARROW_CS, fit_head
 from service.calibration.maths import stratified_folds
-from service.calibration.ood import fit_gate, fitted_distances
+from service.calibration.ood import fit_gate, fitted_distances, loo_distances, mean_nearest
 from service.calibration.replay import Example, feature_names
 from service.calibration.thresholds import GREEN, choose_green
 
@@ -35,11 +35,12 @@ class Arrays:
     y: np.ndarray  # risk index
     gate_x: np.ndarray | None
     language: list[str]
+    source: list[str]
 
 
 def arrays(examples: Iterable[Example], names: tuple[str, ...], gate_names: tuple[str, ...] = ()) -> Arrays:
     """Rows of the examples that carry a risk label and every named vector."""
-    ids, xs, ys, gs, langs = [], [], [], [], []
+    ids, xs, ys, gs, langs, sources = [], [], [], [], [], []
     for e in examples:
         risk = e.labels.get("risk")
         if risk not in RISK or not all(n in e.features for n in names + gate_names):
@@ -50,12 +51,14 @@ def arrays(examples: Iterable[Example], names: tuple[str, ...], gate_names: tupl
             gs.append(np.concatenate([e.features[n] for n in gate_names]))
         ys.append(RISK.index(risk))
         langs.append(e.language)
+        sources.append(e.source)
     return Arrays(
         ids,
         np.asarray(xs, dtype=np.float64),
         np.asarray(ys, dtype=np.int64),
         np.asarray(gs, dtype=np.float64) if gate_names else None,
         langs,
+        sources,
     )
 
 
@@ -79,6 +82,8 @@ class Fitted:
     green_choice: object
     fit_s: float
     train_gate_blocked: float  # share of training greens the gate holds back
+    oof: np.ndarray | None = None  # out-of-fold P(green) of the training rows
+    blocked: np.ndarray | None = None  # training rows the gate holds back
 
 
 class MlpHead:
@@ -168,14 +173,17 @@ def fit_green(
         green_choice=choice,
         fit_s=time.perf_counter() - started,
         train_gate_blocked=float(blocked[green].mean()) if green.any() else 0.0,
+        oof=oof,
+        blocked=blocked,
     )
 
 
-def grade(fitted: Fitted, graded: Arrays) -> dict:
-    """Risk-only green decisions on tickets the fit never saw: what a helpdesk gains and risks."""
+def grade(fitted: Fitted, graded: Arrays, thresholds: np.ndarray | None = None) -> dict:
+    """Risk-only green decisions on tickets the fit never saw: what a helpdesk gains and risks.
+    `thresholds`: one green threshold per graded ticket (source_thresholds) instead of the fit's."""
     p = fitted.head.predict_proba(graded.x)[:, GREEN]  # type: ignore[attr-defined]
     green = graded.y == GREEN
-    over = p >= fitted.threshold
+    over = p >= (fitted.threshold if thresholds is None else thresholds)
     blocked = np.zeros(len(p), dtype=bool)
     if fitted.gate is not None and graded.gate_x is not None:
         blocked = fitted.gate.distances(graded.gate_x) > fitted.gate.info.threshold  # type: ignore[attr-defined]
@@ -201,6 +209,68 @@ def grade(fitted: Fitted, graded: Arrays) -> dict:
             "non_greens": int((band & ~green).sum()),
         },
     }
+
+
+# A source's own green threshold needs this many labels: with fewer, its few non-greens make a
+# zero-false-green threshold that only looks safe (dev's 160 labels gave 0.80 against 0.99 for
+# the sources together, and a false green on train.jsonl).
+SOURCE_MIN_LABELS = 300
+
+
+@dataclass
+class SourceThreshold:
+    """One fitted source's own green threshold, and where its greens lie in the gate's space."""
+
+    source: str
+    n: int
+    threshold: float
+    references: np.ndarray  # its greens, projected as the gate projects
+    radius: float  # the quantile of its greens' own mean distances to their k nearest others
+
+
+def source_thresholds(
+    fitted: Fitted,
+    train: Arrays,
+    quantile: float,
+    *,
+    k: int = 5,
+    min_labels: int = SOURCE_MIN_LABELS,
+    max_rate: float = 0.01,
+) -> list[SourceThreshold]:
+    """Per fitted source with enough labels: the green threshold chosen as the fit's is, on that
+    source's own out-of-fold P(green), and the neighbourhood of its greens.
+
+    One threshold for all sources sits above every source's most confident non-green, so a
+    source whose non-greens look like greens (public-style's vendor-voice yellows) sets it for
+    tickets that resemble none of them. A ticket as near a source's greens as `quantile` of
+    them are to each other is held to that source's threshold instead (ticket_thresholds)."""
+    if fitted.gate is None or train.gate_x is None or fitted.oof is None or fitted.blocked is None:
+        return []
+    z = fitted.gate.project(train.gate_x)  # type: ignore[attr-defined]
+    source = np.asarray(train.source)
+    out = []
+    for name in sorted(set(train.source)):
+        rows = source == name
+        references = z[rows & (train.y == GREEN)]
+        if rows.sum() < min_labels or len(references) <= k:
+            continue
+        keep = rows & ~fitted.blocked
+        choice = choose_green(fitted.oof[keep], train.y[keep], max_rate=max_rate)
+        radius = float(np.quantile(loo_distances(references, k), quantile))
+        out.append(SourceThreshold(name, int(rows.sum()), float(choice.threshold), references, radius))
+    return out
+
+
+def ticket_thresholds(fitted: Fitted, local: list[SourceThreshold], graded: Arrays, *, k: int = 5) -> np.ndarray:
+    """Each graded ticket's green threshold: the fit's, unless it lies within the neighbourhood
+    of some sources' greens; then the highest of those sources' own thresholds."""
+    thresholds = np.full(len(graded.y), fitted.threshold)
+    if not local or fitted.gate is None or graded.gate_x is None:
+        return thresholds
+    z = fitted.gate.project(graded.gate_x)  # type: ignore[attr-defined]
+    near = np.stack([mean_nearest(z, s.references, k) <= s.radius for s in local])
+    own = np.array([s.threshold for s in local])[:, None]
+    return np.where(near.any(axis=0), np.where(near, own, -np.inf).max(axis=0), thresholds)
 
 
 def feature_study(
@@ -243,18 +313,33 @@ def cross_source(
     questions: list[str],
     n_layer: int,
     head: str = "linear",
+    source_quantiles: tuple[float, ...] = (),
 ) -> dict:
-    """Each source graded by a fit on all the others: the service on a style it was not tuned on."""
+    """Each source graded by a fit on all the others: the service on a style it was not tuned on.
+    With `source_quantiles`, also graded with per-source thresholds (source_thresholds), one
+    neighbourhood quantile at a time."""
     names = feature_names(spec, questions, n_layer)
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
     out: dict = {"features": spec, "gate": gate_spec, "head": head, "held_out": {}}
+    if source_quantiles:
+        out["source_min_labels"] = SOURCE_MIN_LABELS
     for held in sources:
-        pool = [e for s, ex in sources.items() if s != held for e in ex]
-        fitted = fit_green(arrays(pool, names, gate_names), gate_quantile=0.95 if gate_spec else None, head=head)
-        result = grade(fitted, arrays(sources[held], names, gate_names))
+        pool = arrays([e for s, ex in sources.items() if s != held for e in ex], names, gate_names)
+        fitted = fit_green(pool, gate_quantile=0.95 if gate_spec else None, head=head)
+        graded = arrays(sources[held], names, gate_names)
+        result = grade(fitted, graded)
         result.update(
             threshold=fitted.threshold, rule=fitted.green_choice.rule, trained_on=[s for s in sources if s != held]
         )
+        if source_quantiles:
+            result["per_source_thresholds"] = {}
+            for q in source_quantiles:
+                local = source_thresholds(fitted, pool, q)
+                graded_q = grade(fitted, graded, ticket_thresholds(fitted, local, graded))
+                graded_q["sources"] = [
+                    {"source": s.source, "n": s.n, "threshold": s.threshold, "radius": s.radius} for s in local
+                ]
+                result["per_source_thresholds"][str(q)] = graded_q
         out["held_out"][held] = result
     return out
 
@@ -286,6 +371,7 @@ def learning_curve(
                 full.y[idx],
                 None if full.gate_x is None else full.gate_x[idx],
                 [full.language[i] for i in idx],
+                [full.source[i] for i in idx],
             )
             fitted = fit_green(
                 sub, folds=3 if size < 200 else 5, seed=seed + r, gate_quantile=0.95 if gate_spec else None

@@ -130,7 +130,13 @@ def cmd_study(args: argparse.Namespace) -> int:
             )
         elif args.what == "sources":
             report = study.cross_source(
-                sources, args.features[0] if args.features else DEFAULT_FEATURES, gate, questions, n_layer, args.head
+                sources,
+                args.features[0] if args.features else DEFAULT_FEATURES,
+                gate,
+                questions,
+                n_layer,
+                args.head,
+                tuple(args.source_thresholds or ()),
             )
         else:
             pool = [e for name in args.train.split("+") for e in sources[name]]
@@ -282,6 +288,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="linear",
         help="features, sources: the risk head (mlp: one hidden layer, scikit-learn; bagged: 8 linear heads "
         "on bootstrap resamples, green only as far as all of them agree)",
+    )
+    parser.add_argument(
+        "--source-thresholds",
+        action="append",
+        type=float,
+        metavar="Q",
+        help="sources: also grade with a green threshold per fitted source, for tickets as near that source's "
+        "greens as the quantile Q of them are to each other (repeat for several Q)",
     )
     parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
     parser.add_argument("--cache-dir", metavar="DIR", default=None)

@@ -111,3 +111,84 @@ def test_the_cli_offers_every_head_the_study_knows():
     study_commands.register(parser.add_subparsers())
     choices = next(a for a in parser._subparsers._group_actions[0].choices["study"]._actions if a.dest == "head")
     assert tuple(choices.choices) == study.HEAD_KINDS
+
+
+def _styled(name: str, n: int, rng: np.random.Generator, shift: float, confusable: bool) -> list[Example]:
+    """Like _source, in its own region of the space; `confusable`: its yellows sit half-way to its
+    greens (vendor-voice yellows that read like product questions), so its own zero-false-green
+    threshold is high."""
+    out = []
+    green, red = np.r_[4.0, np.zeros(15)], np.r_[0.0, 0.0, 4.0, np.zeros(13)]
+    yellow = np.r_[2.5, 1.5, np.zeros(14)] if confusable else np.r_[0.0, 4.0, np.zeros(14)]
+    offset = np.r_[np.zeros(8), np.full(8, shift)]
+    for i in range(n):
+        y = int(rng.choice(3, p=[0.4, 0.35, 0.25]))
+        v = (green, yellow, red)[y] + rng.normal(size=16) + offset
+        out.append(
+            Example(
+                id=f"{name}-{i}",
+                source=name,
+                text_sha=f"{name}{i}",
+                labels={"risk": RISK[y]},
+                answers={},
+                features={"ticket@l11": v.astype(np.float32)},
+                language="en",
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def styled():
+    rng = np.random.default_rng(1)
+    return {
+        "plain": _styled("plain", 400, rng, 0.0, confusable=False),
+        "vendor": _styled("vendor", 400, rng, 6.0, confusable=True),
+        "few": _styled("few", 120, rng, -6.0, confusable=False),
+        "plain-new": _styled("plain-new", 200, rng, 0.0, confusable=False),
+        "elsewhere": _styled("elsewhere", 200, rng, 30.0, confusable=False),
+    }
+
+
+def test_each_source_with_enough_labels_gets_its_own_threshold_used_only_among_its_greens(styled):
+    from service.calibration.ood import mean_nearest
+    from service.calibration.replay import feature_names
+
+    names = feature_names("ticket@mid", QUESTIONS, 24)
+    pool = study.arrays(styled["plain"] + styled["vendor"] + styled["few"], names, names)
+    fitted = study.fit_green(pool, gate_quantile=0.95)
+    local = {s.source: s for s in study.source_thresholds(fitted, pool, 0.8)}
+    assert set(local) == {"plain", "vendor"}  # "few" has under SOURCE_MIN_LABELS
+    assert local["plain"].n == 400 and len(local["plain"].references) == sum(pool.y[:400] == 0)
+    # the confusable source holds the one threshold up; the plain one needs less
+    assert local["plain"].threshold < local["vendor"].threshold <= fitted.threshold
+    new = study.arrays(styled["plain-new"], names, names)
+    own = study.ticket_thresholds(fitted, list(local.values()), new)
+    z = fitted.gate.project(new.gate_x)
+    plain, vendor = (mean_nearest(z, local[s].references, 5) <= local[s].radius for s in ("plain", "vendor"))
+    assert plain[new.y == 0].mean() > 0.8  # new greens of the plain style lie among its greens
+    # among both sources' greens the higher threshold holds; among neither, the one for all
+    expected = np.where(vendor, local["vendor"].threshold, np.where(plain, local["plain"].threshold, fitted.threshold))
+    assert (own == expected).all() and (own == local["plain"].threshold).any()
+    far = study.arrays(styled["elsewhere"], names, names)
+    assert (study.ticket_thresholds(fitted, list(local.values()), far) == fitted.threshold).all()
+    # graded with them: more of the plain style's greens cleared, none of its non-greens
+    one, per_source = study.grade(fitted, new), study.grade(fitted, new, own)
+    assert per_source["greens_cleared"] > one["greens_cleared"] and per_source["false_greens"] == 0
+
+
+def test_cross_source_grades_each_neighbourhood_asked_for(styled):
+    report = study.cross_source(
+        {k: styled[k] for k in ("plain", "vendor", "plain-new")},
+        "ticket@mid",
+        "ticket@mid",
+        QUESTIONS,
+        24,
+        source_quantiles=(0.4, 0.8),
+    )
+    held = report["held_out"]["plain-new"]
+    assert set(held["per_source_thresholds"]) == {"0.4", "0.8"}
+    assert [s["source"] for s in held["per_source_thresholds"]["0.8"]["sources"]] == ["plain", "vendor"]
+    assert report["source_min_labels"] == study.SOURCE_MIN_LABELS
+    wider, narrower = (held["per_source_thresholds"][q]["greens_cleared"] for q in ("0.8", "0.4"))
+    assert wider >= narrower >= held["greens_cleared"]
