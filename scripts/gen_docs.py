@@ -255,7 +255,14 @@ def study_sources_local() -> str:
     ]
     for name, g in report["held_out"].items():
         local = g["per_source_thresholds"]
-        own = ", ".join(f"{s['source']} {s['threshold']:.4f}" for s in local[quantiles[0]]["sources"]) or "none"
+        own = (
+            ", ".join(
+                f"{s['source']} {s['threshold']:.4f} ({s['n_auto']} of {s['n_chosen_on']} above it, "
+                f"bound {_pct(s['upper_bound'])} against {_pct(s['max_rate'])})"
+                for s in local[quantiles[0]]["sources"]
+            )
+            or "none"
+        )
         rows.append(
             f"| {name} ({g['n']}) | {' + '.join(g['trained_on'])} | {_pct(g['greens_cleared'])} / "
             f"**{g['false_greens']}** (threshold {g['threshold']:.4f}) | "
@@ -265,8 +272,10 @@ def study_sources_local() -> str:
     note = (
         f"Risk head on {report['features']}, gate on {report['gate']}, the risk question alone (no L1, no flags), as "
         f"in the table above. A fitted source with at least {report['source_min_labels']} labels gets its own green "
-        "threshold (the same rule, on its own out-of-fold P(green)); a graded ticket whose mean distance to its 5 "
-        "nearest greens of that source, in the gate's space, is within the given quantile of those greens' own "
+        "threshold (the same rule, on its own out-of-fold P(green); the bound is the one-sided 95 % "
+        "Clopper–Pearson bound on the false-green rate among its tickets above it, against the rate wanted); a "
+        "graded ticket whose mean distance to its 5 nearest greens of that source, in the gate's space, is within "
+        "the given quantile of those greens' own "
         "distances is held to that source's threshold (the highest, if several), any other to the one threshold. "
         + _source(path, after=" (`triage study sources --source-thresholds Q`)")
     )

@@ -21,7 +21,7 @@ from service.calibration.heads import NARROW_CS, fit_head
 from service.calibration.maths import stratified_folds
 from service.calibration.ood import fit_gate, fitted_distances, loo_distances, mean_nearest
 from service.calibration.replay import Example, feature_names
-from service.calibration.thresholds import GREEN, choose_green
+from service.calibration.thresholds import GREEN, GreenChoice, choose_green
 
 RISK = ("green", "yellow", "red")
 CASCADE_BAND_FROM = 0.9  # P(green) from which a ticket under the green threshold counts as "just under"
@@ -226,6 +226,7 @@ class SourceThreshold:
     threshold: float
     references: np.ndarray  # its greens, projected as the gate projects
     radius: float  # the quantile of its greens' own mean distances to their k nearest others
+    choice: GreenChoice  # how the threshold was chosen: its rule, bound and counts
 
 
 def source_thresholds(
@@ -257,7 +258,7 @@ def source_thresholds(
         keep = rows & ~fitted.blocked
         choice = choose_green(fitted.oof[keep], train.y[keep], max_rate=max_rate)
         radius = float(np.quantile(loo_distances(references, k), quantile))
-        out.append(SourceThreshold(name, int(rows.sum()), float(choice.threshold), references, radius))
+        out.append(SourceThreshold(name, int(rows.sum()), float(choice.threshold), references, radius, choice))
     return out
 
 
@@ -337,7 +338,18 @@ def cross_source(
                 local = source_thresholds(fitted, pool, q)
                 graded_q = grade(fitted, graded, ticket_thresholds(fitted, local, graded))
                 graded_q["sources"] = [
-                    {"source": s.source, "n": s.n, "threshold": s.threshold, "radius": s.radius} for s in local
+                    {
+                        "source": s.source,
+                        "n": s.n,
+                        "threshold": s.threshold,
+                        "radius": s.radius,
+                        "rule": s.choice.rule,
+                        "n_chosen_on": s.choice.n,
+                        "n_auto": s.choice.n_auto,
+                        "upper_bound": s.choice.upper_bound,
+                        "max_rate": s.choice.max_rate,
+                    }
+                    for s in local
                 ]
                 result["per_source_thresholds"][str(q)] = graded_q
         out["held_out"][held] = result
