@@ -12,11 +12,15 @@ QUESTIONS = ["risk", "category"]
 RISK = ("green", "yellow", "red")
 
 
-def _source(name: str, n: int, rng: np.random.Generator, shift: float = 0.0) -> list[Example]:
-    """Tickets whose layer-11 mean carries the risk label; `shift` moves a whole source away
-    (another writing style)."""
+CENTRES = (np.r_[4.0, np.zeros(15)], np.r_[0.0, 4.0, np.zeros(14)], np.r_[0.0, 0.0, 4.0, np.zeros(13)])
+
+
+def _source(
+    name: str, n: int, rng: np.random.Generator, shift: float | np.ndarray = 0.0, centres: tuple = CENTRES
+) -> list[Example]:
+    """Tickets whose layer-11 mean carries the risk label (centres: green, yellow, red); `shift`
+    moves a whole source away (another writing style)."""
     out = []
-    centres = {0: np.r_[4.0, np.zeros(15)], 1: np.r_[0.0, 4.0, np.zeros(14)], 2: np.r_[0.0, 0.0, 4.0, np.zeros(13)]}
     for i in range(n):
         y = int(rng.choice(3, p=[0.4, 0.35, 0.25]))
         v = centres[y] + rng.normal(size=16) + shift
@@ -117,25 +121,8 @@ def _styled(name: str, n: int, rng: np.random.Generator, shift: float, confusabl
     """Like _source, in its own region of the space; `confusable`: its yellows sit half-way to its
     greens (vendor-voice yellows that read like product questions), so its own zero-false-green
     threshold is high."""
-    out = []
-    green, red = np.r_[4.0, np.zeros(15)], np.r_[0.0, 0.0, 4.0, np.zeros(13)]
-    yellow = np.r_[2.5, 1.5, np.zeros(14)] if confusable else np.r_[0.0, 4.0, np.zeros(14)]
-    offset = np.r_[np.zeros(8), np.full(8, shift)]
-    for i in range(n):
-        y = int(rng.choice(3, p=[0.4, 0.35, 0.25]))
-        v = (green, yellow, red)[y] + rng.normal(size=16) + offset
-        out.append(
-            Example(
-                id=f"{name}-{i}",
-                source=name,
-                text_sha=f"{name}{i}",
-                labels={"risk": RISK[y]},
-                answers={},
-                features={"ticket@l11": v.astype(np.float32)},
-                language="en",
-            )
-        )
-    return out
+    yellow = np.r_[2.5, 1.5, np.zeros(14)] if confusable else CENTRES[1]
+    return _source(name, n, rng, np.r_[np.zeros(8), np.full(8, shift)], (CENTRES[0], yellow, CENTRES[2]))
 
 
 @pytest.fixture(scope="module")
