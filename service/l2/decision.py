@@ -39,6 +39,22 @@ def p_yes(answer: Answer) -> float:
     return 1.0 if answer.chosen == "yes" else 0.0
 
 
+def _apart(value: float, limit: float) -> tuple[str, str]:
+    """A probability and the threshold it is compared with, for a reason line: two decimals, or
+    as many more as it takes for the two to read apart and for neither to read as 0 or 1 when it
+    is not. A calibrated green threshold of 0.9974 read "1.00", and "P(green)=0.99 < 1.00" looked
+    like a threshold no ticket can reach."""
+    for places in range(2, 7):
+        shown = f"{value:.{places}f}", f"{limit:.{places}f}"
+        apart = shown[0] != shown[1] or value == limit
+        honest = all(
+            not 0.0 < x < 1.0 or float(text) not in (0.0, 1.0) for x, text in zip((value, limit), shown, strict=True)
+        )
+        if apart and honest:
+            return shown
+    return f"{value:.6f}", f"{limit:.6f}"
+
+
 def decide_level(
     answers: dict[str, Answer], thresholds: Thresholds, *, truncated: bool = False, unlike_greens: str | None = None
 ) -> tuple[Level, list[str], str]:
@@ -60,9 +76,9 @@ def decide_level(
     p_red = risk.probabilities.get("red", 0.0)
     p_green = risk.probabilities.get("green", 0.0)
     if p_red >= thresholds.red:
-        return "red", [], f"P(red)={p_red:.2f} >= {thresholds.red:.2f}"
+        return "red", [], "P(red)={} >= {}".format(*_apart(p_red, thresholds.red))
     if p_green < thresholds.green:
-        return "yellow", [], f"P(green)={p_green:.2f} < {thresholds.green:.2f}"
+        return "yellow", [], "P(green)={} < {}".format(*_apart(p_green, thresholds.green))
     blockers = []
     for flag in RED_FLAGS:
         if flag not in answers:
@@ -76,4 +92,4 @@ def decide_level(
         blockers.append(unlike_greens)
     if blockers:
         return "yellow", [], "not green: " + "; ".join(blockers)
-    return "green", [], f"P(green)={p_green:.2f} >= {thresholds.green:.2f}"
+    return "green", [], "P(green)={} >= {}".format(*_apart(p_green, thresholds.green))

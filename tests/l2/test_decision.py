@@ -124,3 +124,19 @@ def test_a_ticket_unlike_the_labelled_greens_is_never_green():
     # the gate only takes green away: a red stays red
     red = {"risk": risk(0.05, 0.05, 0.9), **NO_FLAGS}
     assert decide_level(red, Thresholds(), unlike_greens="unlike")[0] == "red"
+
+
+@pytest.mark.parametrize(
+    ("p_green", "threshold", "level", "reason"),
+    [
+        (0.5, 0.8, "yellow", "P(green)=0.50 < 0.80"),
+        # a calibrated threshold near 1 is not shown as 1.00, which no ticket could reach
+        (0.9901, 0.9974, "yellow", "P(green)=0.990 < 0.997"),
+        # the two read apart however close they are
+        (0.99731, 0.9974, "yellow", "P(green)=0.9973 < 0.9974"),
+        (0.99745, 0.9974, "green", "P(green)=0.99745 >= 0.99740"),
+    ],
+)
+def test_a_reason_shows_the_probability_and_its_threshold_as_they_compare(p_green, threshold, level, reason):
+    answers = {"risk": risk(p_green, 1 - p_green, 0.0), **NO_FLAGS}
+    assert decide_level(answers, Thresholds(green=threshold)) == (level, [], reason)
