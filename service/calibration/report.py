@@ -99,7 +99,7 @@ def risk_png(path: Path, p_green: np.ndarray, p_red: np.ndarray, truth: np.ndarr
             sel = truth == i
             if sel.any():
                 ax.hist(values[sel], bins=bins, alpha=0.6, color=colours[level], label=f"labelled {level}")
-        ax.axvline(t, color="black", lw=1.5, ls="--", label=f"threshold {t:.2f}")
+        ax.axvline(t, color="black", lw=1.5, ls="--", label=f"threshold {t:.4g}")  # 0.9974 is not 1.00
         ax.set_xlabel(f"{name} (nested cross-validation)")
         ax.set_ylabel("tickets")
         ax.legend(fontsize=7)
