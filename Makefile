@@ -77,6 +77,7 @@ study: setup
 	$(BIN)/triage study sources $(STUDY_DATA) --gate none --json docs/results/study-sources-nogate.json
 	$(BIN)/triage study sources $(STUDY_DATA) --head bagged --json docs/results/study-sources-bagged.json
 	$(BIN)/triage study sources $(STUDY_DATA) --source-thresholds 0.4 --source-thresholds 0.6 --source-thresholds 0.8 --json docs/results/study-sources-local.json
+	$(BIN)/triage study sources $(STUDY_DATA) --source-thresholds 0.4 --source-thresholds 0.6 --source-thresholds 0.8 --source-min-labels 100 --json docs/results/study-sources-local-min100.json
 	$(BIN)/triage study curve $(STUDY_DATA) --train train+public-style --json docs/results/learning-curve.json --plot docs/img/learning-curve.png
 	TRIAGE_CALIBRATION_MIN_PER_CLASS=10 $(BIN)/triage study framing --data dev=$(TICKETS)/dev.jsonl $(if $(wildcard $(PUBLIC)),--data public-style=$(PUBLIC)) --json docs/results/framing.json
 	$(BIN)/python scripts/gen_docs.py

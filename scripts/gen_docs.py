@@ -279,6 +279,29 @@ def study_sources_local() -> str:
         "distances is held to that source's threshold (the highest, if several), any other to the one threshold. "
         + _source(path, after=" (`triage study sources --source-thresholds Q`)")
     )
+    # The same with a lower minimum: which sources then get a threshold of their own, and what it does.
+    low_path = "docs/results/study-sources-local-min100.json"
+    low = _json(low_path)
+    changed = []
+    for name, g in low["held_out"].items():
+        local = g["per_source_thresholds"]
+        own = {s["source"]: s["threshold"] for s in local[quantiles[0]]["sources"]}
+        before = {s["source"] for s in report["held_out"][name]["per_source_thresholds"][quantiles[0]]["sources"]}
+        added = {k: v for k, v in own.items() if k not in before}
+        if added:
+            changed.append(
+                f"{name}, graded by a fit on {' + '.join(g['trained_on'])}, gets "
+                + ", ".join(f"{k}'s own threshold {v:.2f}" for k, v in added.items())
+                + ", and "
+                + " / ".join(str(local[q]["false_greens"]) for q in quantiles)
+                + " false greens at the three neighbourhoods"
+            )
+    note += (
+        f"\n\nWith a minimum of {low['source_min_labels']} labels instead: "
+        + ("; ".join(changed) or "nothing changes")
+        + ". "
+        + _source(low_path, after=f" (`--source-min-labels {low['source_min_labels']}`)")
+    )
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 

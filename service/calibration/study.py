@@ -212,8 +212,8 @@ def grade(fitted: Fitted, graded: Arrays, thresholds: np.ndarray | None = None) 
 
 
 # A source's own green threshold needs this many labels: with fewer, its few non-greens make a
-# zero-false-green threshold that only looks safe (dev's 160 labels gave 0.80 against 0.99 for
-# the sources together, and a false green on train.jsonl).
+# zero-false-green threshold that only looks safe (dev's 160 labels, allowed with a minimum of
+# 100: docs/results/study-sources-local-min100.json).
 SOURCE_MIN_LABELS = 300
 
 
@@ -315,6 +315,7 @@ def cross_source(
     n_layer: int,
     head: str = "linear",
     source_quantiles: tuple[float, ...] = (),
+    source_min_labels: int = SOURCE_MIN_LABELS,
 ) -> dict:
     """Each source graded by a fit on all the others: the service on a style it was not tuned on.
     With `source_quantiles`, also graded with per-source thresholds (source_thresholds), one
@@ -323,7 +324,7 @@ def cross_source(
     gate_names = feature_names(gate_spec, questions, n_layer) if gate_spec else ()
     out: dict = {"features": spec, "gate": gate_spec, "head": head, "held_out": {}}
     if source_quantiles:
-        out["source_min_labels"] = SOURCE_MIN_LABELS
+        out["source_min_labels"] = source_min_labels
     for held in sources:
         pool = arrays([e for s, ex in sources.items() if s != held for e in ex], names, gate_names)
         fitted = fit_green(pool, gate_quantile=0.95 if gate_spec else None, head=head)
@@ -335,7 +336,7 @@ def cross_source(
         if source_quantiles:
             result["per_source_thresholds"] = {}
             for q in source_quantiles:
-                local = source_thresholds(fitted, pool, q)
+                local = source_thresholds(fitted, pool, q, min_labels=source_min_labels)
                 graded_q = grade(fitted, graded, ticket_thresholds(fitted, local, graded))
                 graded_q["sources"] = [
                     {

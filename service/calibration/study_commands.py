@@ -137,6 +137,7 @@ def cmd_study(args: argparse.Namespace) -> int:
                 n_layer,
                 args.head,
                 tuple(args.source_thresholds or ()),
+                args.source_min_labels,
             )
         else:
             pool = [e for name in args.train.split("+") for e in sources[name]]
@@ -296,6 +297,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="Q",
         help="sources: also grade with a green threshold per fitted source, for tickets as near that source's "
         "greens as the quantile Q of them are to each other (repeat for several Q)",
+    )
+    parser.add_argument(
+        "--source-min-labels",
+        type=int,
+        default=300,  # study.SOURCE_MIN_LABELS (not imported: registration stays light)
+        metavar="N",
+        help="sources, with --source-thresholds: the labels a fitted source needs for a threshold of its own",
     )
     parser.add_argument("--plot", metavar="FILE.png", help="curve: draw it here")
     parser.add_argument("--cache-dir", metavar="DIR", default=None)

@@ -47,10 +47,10 @@ def _apart(value: float, limit: float) -> tuple[str, str]:
     for places in range(2, 7):
         shown = f"{value:.{places}f}", f"{limit:.{places}f}"
         apart = shown[0] != shown[1] or value == limit
-        honest = all(
+        none_rounded_to_bound = all(
             not 0.0 < x < 1.0 or float(text) not in (0.0, 1.0) for x, text in zip((value, limit), shown, strict=True)
         )
-        if apart and honest:
+        if apart and none_rounded_to_bound:
             return shown
     return f"{value:.6f}", f"{limit:.6f}"
 

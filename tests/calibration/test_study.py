@@ -179,3 +179,19 @@ def test_cross_source_grades_each_neighbourhood_asked_for(styled):
     assert report["source_min_labels"] == study.SOURCE_MIN_LABELS
     wider, narrower = (held["per_source_thresholds"][q]["greens_cleared"] for q in ("0.8", "0.4"))
     assert wider >= narrower >= held["greens_cleared"]
+
+
+def test_a_lower_label_minimum_gives_a_small_source_a_threshold_of_its_own(styled):
+    sources = {k: styled[k] for k in ("plain", "few", "plain-new")}
+    default = study.cross_source(sources, "ticket@mid", "ticket@mid", QUESTIONS, 24, source_quantiles=(0.8,))
+    lower = study.cross_source(
+        sources, "ticket@mid", "ticket@mid", QUESTIONS, 24, source_quantiles=(0.8,), source_min_labels=100
+    )
+    own = {
+        name: [s["source"] for s in g["per_source_thresholds"]["0.8"]["sources"]]
+        for name, g in lower["held_out"].items()
+    }
+    assert own["plain-new"] == ["few", "plain"] and lower["source_min_labels"] == 100
+    assert [s["source"] for s in default["held_out"]["plain-new"]["per_source_thresholds"]["0.8"]["sources"]] == [
+        "plain"
+    ]
